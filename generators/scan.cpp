@@ -1,0 +1,138 @@
+#include "scan.h"
+
+using namespace Halide;
+
+namespace fsattn {
+
+namespace {
+Cx zero_like(bool real) { return real ? Cx(0.0f) : Cx(0.0f, 0.0f); }
+}  // namespace
+
+ScanStages chunked_scan(const ScanInputs &in, const ChunkGrid &g) {
+  const Vars &v = vars();
+  const std::string p = in.x.name();
+  const bool real = in.decay_pow.is_real() && in.write.is_real();
+  ScanStages s;
+
+  // Token i of chunk c reaches the chunk's end after len_c - 1 - i more decays. Tokens past
+  // the end of the sequence have x = 0; their exponent is clamped to stay in the table.
+  s.coef = CxFunc(p + "_coef", real);
+  Expr age = clamp(g.length(v.c) - 1 - v.i, 0, g.L);
+  s.coef.define({v.i, v.m, v.c, v.h}, in.decay_pow(age, v.m, v.h) * in.write(v.m, v.i, v.c, v.h));
+
+  s.carry = CxFunc(p + "_carry", real);
+  s.carry_tokens = RDom(0, g.L, p + "_carry_tokens");
+  const RVar &k = s.carry_tokens.x;
+  s.carry.define({v.r, v.m, v.c, v.h, v.b}, zero_like(real));
+  s.carry.update({v.r, v.m, v.c, v.h, v.b},
+                 s.carry(v.r, v.m, v.c, v.h, v.b) + s.coef(k, v.m, v.c, v.h) * Cx(in.x(v.r, k, v.c, v.h, v.b)));
+
+  // The only serial part: state(c + 1) = λ^len_c state(c) + carry(c).
+  s.state = CxFunc(p + "_state", real);
+  s.chunks = RDom(0, g.N, p + "_chunks");
+  const RVar &rc = s.chunks.x;
+  Cx init = in.init(v.r, v.m, v.h, v.b);
+  if (init.is_real() != real) init = real ? Cx(init.re) : Cx(init.re, init.imag());
+  s.state.define({v.r, v.m, v.c, v.h, v.b}, init);
+  s.state.update({v.r, v.m, rc + 1, v.h, v.b},
+                 in.decay_pow(g.length(rc), v.m, v.h) * s.state(v.r, v.m, rc, v.h, v.b) +
+                     s.carry(v.r, v.m, rc, v.h, v.b));
+  return s;
+}
+
+ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Func &query,
+                             const ChunkGrid &g, const std::string &prefix) {
+  const Vars &v = vars();
+  const bool real = s.state.is_real() && in.decay_pow.is_real() && in.write.is_real();
+  ChannelRead rd;
+
+  // Through the chunk's start state: λ^(i+1) (X_s · query_i).
+  rd.r_inter = RDom(0, in.channels, prefix + "_r_inter");
+  rd.inter = CxFunc(prefix + "_inter", s.state.is_real());
+  rd.inter.define({v.m, v.i, v.c, v.h, v.b}, zero_like(s.state.is_real()));
+  rd.inter.update({v.m, v.i, v.c, v.h, v.b},
+                  rd.inter(v.m, v.i, v.c, v.h, v.b) +
+                      s.state(rd.r_inter, v.m, v.c, v.h, v.b) * Cx(query(rd.r_inter, v.i, v.c, v.h, v.b)));
+
+  // Within the chunk: Σ_{tau <= i} (query_i · x_tau) λ^(i - tau) b_tau.
+  rd.r_qx = RDom(0, in.channels, prefix + "_r_qx");
+  rd.qx = Func(prefix + "_qx");
+  rd.qx(v.tau, v.i, v.c, v.h, v.b) = 0.0f;
+  rd.qx(v.tau, v.i, v.c, v.h, v.b) += query(rd.r_qx, v.i, v.c, v.h, v.b) * in.x(rd.r_qx, v.tau, v.c, v.h, v.b);
+
+  rd.r_intra = RDom(0, g.L, prefix + "_r_intra");
+  rd.r_intra.where(rd.r_intra.x <= v.i);
+  const RVar &tau = rd.r_intra.x;
+  rd.intra = CxFunc(prefix + "_intra", real);
+  rd.intra.define({v.m, v.i, v.c, v.h, v.b}, zero_like(real));
+  Cx term;
+  if (!in.decay_per_slot) {
+    // The decay is one number per head: fold it into the L×L matrix, then one matmul.
+    rd.qxd = Func(prefix + "_qxd");
+    rd.qxd(v.tau, v.i, v.c, v.h, v.b) =
+        rd.qx(v.tau, v.i, v.c, v.h, v.b) * in.decay_pow(max(v.i - v.tau, 0), 0, v.h).re;
+    term = Cx(rd.qxd(tau, v.i, v.c, v.h, v.b)) * in.write(v.m, tau, v.c, v.h);
+  } else {
+    term = Cx(rd.qx(tau, v.i, v.c, v.h, v.b)) * in.decay_pow(v.i - tau, v.m, v.h);
+    if (in.write_per_token) term = term * in.write(v.m, tau, v.c, v.h);
+  }
+  rd.intra.update({v.m, v.i, v.c, v.h, v.b}, rd.intra(v.m, v.i, v.c, v.h, v.b) + term);
+
+  Cx intra = rd.intra(v.m, v.i, v.c, v.h, v.b);
+  if (in.decay_per_slot && !in.write_per_token) intra = intra * in.write(v.m, 0, 0, v.h);
+  rd.out = CxFunc(prefix + "_out", real);
+  rd.out.define({v.m, v.i, v.c, v.h, v.b},
+                in.decay_pow(v.i + 1, v.m, v.h) * rd.inter(v.m, v.i, v.c, v.h, v.b) + intra);
+  return rd;
+}
+
+SlotRead read_by_slots(const ScanInputs &in, const ScanStages &s, const CxFunc &u, const ChunkGrid &g,
+                       const std::string &prefix) {
+  const Vars &v = vars();
+  SlotRead rd;
+
+  // Through the chunk's start state: Re Σ_m u_i[m] λ_m^(i+1) X_s[m, r].
+  rd.ud = CxFunc(prefix + "_ud", u.is_real() && in.decay_pow.is_real());
+  rd.ud.define({v.m, v.i, v.c, v.h, v.b}, u(v.m, v.i, v.c, v.h, v.b) * in.decay_pow(v.i + 1, v.m, v.h));
+  rd.r_inter = RDom(0, in.slots, prefix + "_r_inter");
+  rd.inter = Func(prefix + "_inter");
+  rd.inter(v.r, v.i, v.c, v.h, v.b) = 0.0f;
+  rd.inter(v.r, v.i, v.c, v.h, v.b) +=
+      real_of_product(rd.ud(rd.r_inter, v.i, v.c, v.h, v.b), s.state(v.r, rd.r_inter, v.c, v.h, v.b));
+
+  // Within the chunk: e[tau, i] = Re Σ_m u_i[m] λ_m^(i - tau) b_tau[m], then e · x.
+  rd.r_e = RDom(0, in.slots, prefix + "_r_e");
+  const RVar &mm = rd.r_e.x;
+  rd.e = Func(prefix + "_e");
+  rd.e(v.tau, v.i, v.c, v.h, v.b) = 0.0f;
+  Expr age = max(v.i - v.tau, 0);
+  if (!in.decay_per_slot) {
+    // One decay per head: e = λ^(i - tau) (u_i · b_tau), a plain matmul over slots.
+    rd.e(v.tau, v.i, v.c, v.h, v.b) +=
+        real_of_product(u(mm, v.i, v.c, v.h, v.b), in.write(mm, v.tau, v.c, v.h));
+  } else if (!in.write_per_token) {
+    // One write weight per slot: fold it into u once per token.
+    rd.uw = CxFunc(prefix + "_uw", u.is_real() && in.write.is_real());
+    rd.uw.define({v.m, v.i, v.c, v.h, v.b}, u(v.m, v.i, v.c, v.h, v.b) * in.write(v.m, 0, 0, v.h));
+    rd.e(v.tau, v.i, v.c, v.h, v.b) +=
+        real_of_product(rd.uw(mm, v.i, v.c, v.h, v.b), in.decay_pow(age, mm, v.h));
+  } else {
+    rd.e(v.tau, v.i, v.c, v.h, v.b) +=
+        real_of_product(u(mm, v.i, v.c, v.h, v.b) * in.write(mm, v.tau, v.c, v.h), in.decay_pow(age, mm, v.h));
+  }
+
+  rd.r_intra = RDom(0, g.L, prefix + "_r_intra");
+  rd.r_intra.where(rd.r_intra.x <= v.i);
+  const RVar &tau = rd.r_intra.x;
+  Expr e = rd.e(tau, v.i, v.c, v.h, v.b);
+  if (!in.decay_per_slot) e = e * in.decay_pow(v.i - tau, 0, v.h).re;
+  rd.intra = Func(prefix + "_intra");
+  rd.intra(v.r, v.i, v.c, v.h, v.b) = 0.0f;
+  rd.intra(v.r, v.i, v.c, v.h, v.b) += e * in.x(v.r, tau, v.c, v.h, v.b);
+
+  rd.out = Func(prefix + "_out");
+  rd.out(v.r, v.i, v.c, v.h, v.b) = rd.inter(v.r, v.i, v.c, v.h, v.b) + rd.intra(v.r, v.i, v.c, v.h, v.b);
+  return rd;
+}
+
+}  // namespace fsattn

@@ -1,0 +1,62 @@
+// The chunked diagonal scan (SPEC.md §3), shared by both mixers and both passes.
+//
+// A state X[m, r] (slot/mode m, channel r) per (batch, head) evolves as
+//     X_t[m, r] = λ_m X_{t-1}[m, r] + b_t[m] x_t[r]
+// with λ complex (IDA) or real (BLA) and b_t the write weight. Tokens are cut into chunks
+// of L; only the chunk-to-chunk carry is serial, everything else is parallel per chunk.
+#pragma once
+
+#include "complex.h"
+#include "grid.h"
+
+namespace fsattn {
+
+struct ScanInputs {
+  CxFunc decay_pow;      // (n, m, h): λ_m^n for 0 <= n <= L, computed as exp(n log λ)
+  bool decay_per_slot;   // false: decay_pow does not depend on m (BLA: one γ per head)
+  CxFunc write;          // (m, i, c, h): write weight b of token (i, c) on slot m
+  bool write_per_token;  // false: write does not depend on (i, c) (IDA: B_m)
+  Halide::Func x;        // (r, i, c, h, b): the written vector, zero past the last token
+  CxFunc init;           // (r, m, h, b): the state before the first token
+  Halide::Expr slots;    // extent of m
+  Halide::Expr channels; // extent of r
+};
+
+struct ScanStages {
+  CxFunc coef;   // (i, m, c, h): λ_m^(len_c - 1 - i) b_i[m], the weight of token i in the carry
+  CxFunc carry;  // (r, m, c, h, b): Σ_i coef x_i, the chunk's own contribution to its end state
+  CxFunc state;  // (r, m, c, h, b): the state before chunk c, 0 <= c <= N; state(N) is final
+  Halide::RDom carry_tokens;  // the reduction of carry
+  Halide::RDom chunks;        // the serial update of state
+};
+
+ScanStages chunked_scan(const ScanInputs &in, const ChunkGrid &g);
+
+// Pass 1: read the state at each token with a real query over the channels,
+//     out_i[m] = Σ_r X_i[m, r] query_i[r]          (one value per slot)
+struct ChannelRead {
+  Halide::Func qx;  // (tau, i, c, h, b): query_i · x_tau within a chunk, tau <= i
+  Halide::Func qxd; // (tau, i, c, h, b): qx · λ^(i - tau), only where the decay is per head
+  CxFunc inter;     // (m, i, c, h, b): Σ_r state(c)[m, r] query_i[r]
+  CxFunc intra;     // (m, i, c, h, b): what the chunk's own tokens up to i contribute
+  CxFunc out;       // (m, i, c, h, b)
+  Halide::RDom r_inter, r_qx, r_intra;
+};
+ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Halide::Func &query,
+                             const ChunkGrid &g, const std::string &prefix);
+
+// Pass 2: read the state at each token with slot weights u (complex or real),
+//     out_i[r] = Re Σ_m u_i[m] X_i[m, r]           (one real value per channel)
+struct SlotRead {
+  CxFunc uw;        // (m, i, c, h, b): u_i[m] b[m], only where the write weight is per slot
+  CxFunc ud;        // (m, i, c, h, b): u_i[m] λ_m^(i+1)
+  Halide::Func inter;  // (r, i, c, h, b): Re Σ_m ud[m] state(c)[m, r]
+  Halide::Func e;      // (tau, i, c, h, b): Re Σ_m u_i[m] λ_m^(i-tau) b_tau[m], tau <= i
+  Halide::Func intra;  // (r, i, c, h, b): Σ_tau e x_tau[r]
+  Halide::Func out;    // (r, i, c, h, b)
+  Halide::RDom r_inter, r_e, r_intra;
+};
+SlotRead read_by_slots(const ScanInputs &in, const ScanStages &s, const CxFunc &u, const ChunkGrid &g,
+                       const std::string &prefix);
+
+}  // namespace fsattn

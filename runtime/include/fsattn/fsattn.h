@@ -1,0 +1,140 @@
+/* fsattn: ahead-of-time compiled Halide kernels for two fixed-state attention token mixers,
+ * Interdomain Attention (IDA) and Blurry Window Attention (BLA).
+ *
+ * C ABI, stable across versions: names, argument orders and struct layouts do not change;
+ * struct fields are only ever added at the end.
+ *
+ * Layouts. Activations are row-major [B, T, H, D] (D contiguous). Complex tensors carry a
+ * trailing dimension of 2 holding (re, im). Every pointer is caller-owned memory on the device
+ * named in `exec` (host memory for the CPU), dense in the documented layout. Outputs and
+ * gradients are overwritten, never accumulated.
+ *
+ * Sizes. batch, seqlen, heads >= 1; dk, dv, modes (IDA: >= 1; BLA: >= 0) and slots (>= 1) up
+ * to FSATTN_MAX_FEATURE; heads up to FSATTN_MAX_HEADS; batch and seqlen up to INT32_MAX; every
+ * tensor's element count must fit in int64 and its bytes in the address space.
+ *
+ * Errors. Every function returns a status and never aborts or prints; on failure
+ * fsattn_last_error() gives this thread's message. Arguments are validated before any kernel
+ * runs: on FSATTN_ERROR_INVALID_ARGUMENT or FSATTN_ERROR_UNSUPPORTED nothing was written.
+ */
+#ifndef FSATTN_FSATTN_H
+#define FSATTN_FSATTN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FSATTN_MAX_FEATURE 256   /* largest dk, dv, modes, slots */
+#define FSATTN_MAX_HEADS 65536   /* largest heads */
+
+typedef enum {
+  FSATTN_OK = 0,
+  FSATTN_ERROR_INVALID_ARGUMENT = 1,   /* null pointer, bad size, inconsistent shape, ... */
+  FSATTN_ERROR_UNSUPPORTED = 2,        /* valid request this build or device cannot serve */
+  FSATTN_ERROR_DEVICE = 3,             /* CUDA/driver failure, no CUDA device            */
+  FSATTN_ERROR_OUT_OF_MEMORY = 4,
+  FSATTN_ERROR_INTERNAL = 5
+} fsattn_status;
+
+typedef enum { FSATTN_DEVICE_CPU = 0, FSATTN_DEVICE_CUDA = 1 } fsattn_device;
+
+typedef struct {
+  fsattn_device device;
+  void *stream;          /* CUDA: the caller's cudaStream_t / CUstream (NULL: default stream) */
+  const char *variant;   /* NULL: the default schedule. Else the name of a compiled variant of
+                            the called kernel (see fsattn_variant_name); an unknown name is
+                            FSATTN_ERROR_INVALID_ARGUMENT. */
+} fsattn_exec;
+
+typedef struct {
+  int64_t batch, seqlen, heads, dk, dv;
+  const int64_t *cu_seqlens;  /* NULL: dense batch. Else batch == 1 and this holds
+                                 num_seqs + 1 offsets into the seqlen axis; states are per sequence */
+  int64_t num_seqs;
+} fsattn_dims;
+
+typedef struct {
+  int64_t modes;                       /* M */
+  float eps;                           /* <= 0 means 1e-6 */
+  const float *gk, *bk, *gv, *bv;      /* [H,Dk] [H,Dk] [H,Dv] [H,Dv] */
+  const float *log_dt;                 /* [H] */
+  const float *A_re_log, *A_im;        /* [H,M] [H,M] */
+  const float *B;                      /* [H,M,2] */
+  const float *C;                      /* [H,M,M,2] */
+} fsattn_ida_params;
+
+typedef struct {                       /* gradients, same shapes as the parameters */
+  float *gk, *bk, *gv, *bv, *log_dt, *A_re_log, *A_im, *B, *C;
+} fsattn_ida_grads;
+
+typedef struct {
+  int64_t modes;                       /* M >= 0 */
+  double period;                       /* W > 0 */
+  int64_t slots;                       /* S >= 1 */
+  float scale;                         /* <= 0 means Dk^-1/2 */
+  int64_t pos0;                        /* absolute position of the first token (>= 0) */
+  const float *log_gamma;              /* [H], each <= 0 */
+} fsattn_bla_params;
+
+/* IDA states: state_k [B,H,M,Dk,2], state_v [B,H,M,Dv,2].  BLA states: state_k [B,H,S,Dk],
+   state_v [B,H,S,Dv].  (With cu_seqlens, B is num_seqs.)  Every state pointer may be NULL:
+   a NULL initial state is zero; a NULL final state (or state gradient) is not written/read. */
+
+fsattn_status fsattn_ida_forward(const fsattn_exec *exec, const fsattn_dims *dims,
+    const fsattn_ida_params *p, const float *q, const float *k, const float *v,
+    const float *state_k_in, const float *state_v_in,
+    float *o, float *state_k_out, float *state_v_out);
+
+fsattn_status fsattn_ida_backward(const fsattn_exec *exec, const fsattn_dims *dims,
+    const fsattn_ida_params *p, const float *q, const float *k, const float *v,
+    const float *state_k_in, const float *state_v_in,
+    const float *d_o, const float *d_state_k_out, const float *d_state_v_out,
+    float *dq, float *dk, float *dv, const fsattn_ida_grads *dp,
+    float *d_state_k_in, float *d_state_v_in);
+
+fsattn_status fsattn_bla_forward(const fsattn_exec *exec, const fsattn_dims *dims,
+    const fsattn_bla_params *p, const float *q, const float *k, const float *v,
+    const float *state_k_in, const float *state_v_in,
+    float *o, float *state_k_out, float *state_v_out);
+
+fsattn_status fsattn_bla_backward(const fsattn_exec *exec, const fsattn_dims *dims,
+    const fsattn_bla_params *p, const float *q, const float *k, const float *v,
+    const float *state_k_in, const float *state_v_in,
+    const float *d_o, const float *d_state_k_out, const float *d_state_v_out,
+    float *dq, float *dk, float *dv, float *d_log_gamma,
+    float *d_state_k_in, float *d_state_v_in);
+
+/* One decoding step (dims->seqlen == 1): updates the states in place and writes o.
+   BLA uses p->pos0 as the token's position. */
+fsattn_status fsattn_ida_step(const fsattn_exec *exec, const fsattn_dims *dims,
+    const fsattn_ida_params *p, const float *q, const float *k, const float *v,
+    float *state_k, float *state_v, float *o);
+fsattn_status fsattn_bla_step(const fsattn_exec *exec, const fsattn_dims *dims,
+    const fsattn_bla_params *p, const float *q, const float *k, const float *v,
+    float *state_k, float *state_v, float *o);
+
+const char *fsattn_last_error(void);   /* this thread's message for its last failed call */
+const char *fsattn_version(void);
+
+/* ---- schedule variants -------------------------------------------------------------------
+ * Each kernel is compiled in several schedule variants (chunk length, autoscheduled
+ * baselines, ...). They compute the same function; exec->variant picks one by name. */
+typedef enum {
+  FSATTN_OP_IDA_FORWARD = 0,
+  FSATTN_OP_IDA_BACKWARD = 1,
+  FSATTN_OP_BLA_FORWARD = 2,
+  FSATTN_OP_BLA_BACKWARD = 3
+} fsattn_op;
+
+/* Number of compiled variants of `op` for `device` (0 if none). */
+int fsattn_variant_count(fsattn_op op, fsattn_device device);
+/* Name of variant `index` (0 is the default), or NULL when out of range. */
+const char *fsattn_variant_name(fsattn_op op, fsattn_device device, int index);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FSATTN_FSATTN_H */

@@ -1,0 +1,77 @@
+// fsattn_ida_*: validation, then the chosen IDA kernel.
+#include "calls.h"
+#include "kernels.h"
+#include "status.h"
+#include "validate.h"
+
+#include <cmath>
+#include <vector>
+
+namespace fsattn {
+namespace {
+
+// Checks every IDA parameter; returns the eps to use.
+float check_ida_params(Validator &val, const fsattn_ida_params *p) {
+  val.pointer("p", p);
+  if (!val.ok()) return 0;
+  val.range("p->modes", p->modes, 1, FSATTN_MAX_FEATURE);
+  if (std::isnan(p->eps) || std::isinf(p->eps)) val.finite("p->eps", p->eps);
+  val.pointer("p->gk", p->gk).pointer("p->bk", p->bk).pointer("p->gv", p->gv).pointer("p->bv", p->bv);
+  val.pointer("p->log_dt", p->log_dt).pointer("p->A_re_log", p->A_re_log).pointer("p->A_im", p->A_im);
+  val.pointer("p->B", p->B).pointer("p->C", p->C);
+  return p->eps > 0 ? p->eps : 1e-6f;
+}
+
+}  // namespace
+}  // namespace fsattn
+
+using namespace fsattn;
+
+extern "C" fsattn_status fsattn_ida_forward(const fsattn_exec *exec, const fsattn_dims *dims,
+                                            const fsattn_ida_params *p, const float *q, const float *k,
+                                            const float *v, const float *state_k_in,
+                                            const float *state_v_in, float *o, float *state_k_out,
+                                            float *state_v_out) {
+  clear_error();
+  Validator val("fsattn_ida_forward");
+  val.exec(exec).dims(dims);
+  float eps = check_ida_params(val, p);
+  val.pointer("q", q).pointer("k", k).pointer("v", v).pointer("o", o);
+  if (!val.ok()) return val.status();
+  const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
+  const int64_t M = p->modes;
+  val.elements("q", {B, T, H, Dk}).elements("o", {B, T, H, Dv});
+  val.elements("state_k", {B, H, M, Dk, 2}).elements("state_v", {B, H, M, Dv, 2});
+  if (!val.ok()) return val.status();
+
+  fsattn_status status = FSATTN_OK;
+  const Kernel *kernel = find_kernel("fsattn_ida_forward", FSATTN_OP_IDA_FORWARD, exec->device, exec->variant, &status);
+  if (kernel == nullptr) return status;
+
+  // A final state may overwrite its initial state (state_k_out == state_k_in): the kernel
+  // then reads a copy, since it writes the final state while chunks still read the initial one.
+  std::vector<float> copies[2];
+  auto state_in = [&](int which, const float *s, const float *out, int64_t D) {
+    if (s == nullptr) return Tensor::zero(5);
+    const size_t n = size_t(B * H * M * D * 2);
+    if (out != nullptr && s < out + n && out < s + n) {
+      copies[which].assign(s, s + n);
+      s = copies[which].data();
+    }
+    return Tensor(s, {2, D, M, H, B});
+  };
+  auto state_out = [](float *s, int64_t B_, int64_t H_, int64_t M_, int64_t D) {
+    return s ? Tensor(s, {2, D, M_, H_, B_}) : Tensor::scalar_sink(5);
+  };
+  KernelArgs args;
+  args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
+  args.shared(Tensor(p->gk, {Dk, H})).shared(Tensor(p->bk, {Dk, H}));
+  args.shared(Tensor(p->gv, {Dv, H})).shared(Tensor(p->bv, {Dv, H}));
+  args.shared(Tensor(p->log_dt, {H})).shared(Tensor(p->A_re_log, {M, H})).shared(Tensor(p->A_im, {M, H}));
+  args.shared(Tensor(p->B, {2, M, H})).shared(Tensor(p->C, {2, M, M, H}));
+  args.batched(state_in(0, state_k_in, state_k_out, Dk)).batched(state_in(1, state_v_in, state_v_out, Dv));
+  args.scalar(&eps);
+  args.batched(Tensor(o, {Dv, H, T, B}));
+  args.batched(state_out(state_k_out, B, H, M, Dk)).batched(state_out(state_v_out, B, H, M, Dv));
+  return args.run(*kernel, B);
+}

@@ -1,0 +1,135 @@
+#include "calls.h"
+
+#include "kernels.h"
+#include "status.h"
+
+#include <limits>
+#include <mutex>
+#include <string>
+
+namespace fsattn {
+
+namespace {
+
+// Every kernel is compiled with the user_context feature: Halide hands the context of the
+// failing call to the handlers, also from its worker threads, so messages reach the right
+// caller. Halide's default handler would print and abort the host process.
+struct CallContext {
+  std::string message;
+};
+
+void on_error(void *user_context, const char *msg) {
+  if (user_context != nullptr) static_cast<CallContext *>(user_context)->message += msg;
+}
+void on_print(void *, const char *) {}
+
+void install_handlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    halide_set_error_handler(on_error);
+    halide_set_custom_print(on_print);
+  });
+}
+
+float zero_value = 0.0f;
+thread_local float sink_value = 0.0f;  // per thread: concurrent calls never share it
+
+}  // namespace
+
+Tensor::Tensor(const float *data, std::initializer_list<int64_t> extents)
+    : data_(const_cast<float *>(data)), dims_(int(extents.size())) {
+  int64_t stride = 1;
+  int d = 0;
+  for (int64_t e : extents) {
+    extents_[d] = e;
+    strides_[d] = stride;
+    stride *= e;
+    ++d;
+  }
+}
+
+Tensor Tensor::zero(int dims) {
+  Tensor t;
+  t.data_ = &zero_value;
+  t.dims_ = dims;
+  for (int d = 0; d < dims; ++d) t.extents_[d] = 1, t.strides_[d] = 1;
+  return t;
+}
+
+Tensor Tensor::scalar_sink(int dims) {
+  Tensor t = zero(dims);
+  t.data_ = &sink_value;  // written by the kernel, never read
+  t.sink_ = true;
+  return t;
+}
+
+Tensor Tensor::slice_outer(int64_t first, int64_t count) const {
+  if (sink_ || extents_[dims_ - 1] == 1) return *this;
+  Tensor t = *this;
+  t.data_ = data_ + first * strides_[dims_ - 1];
+  t.extents_[dims_ - 1] = count;
+  return t;
+}
+
+void Tensor::bind() {
+  buf_ = halide_buffer_t{};
+  buf_.host = reinterpret_cast<uint8_t *>(data_);
+  buf_.type = halide_type_t(halide_type_float, 32, 1);
+  buf_.dimensions = dims_;
+  buf_.dim = dim_.data();
+  for (int d = 0; d < dims_; ++d) {
+    // A dimension of extent 1 is never stepped over: when its dense stride does not fit the
+    // 32-bit halide_dimension_t (a batch slice of a huge tensor), any value will do.
+    int64_t stride = strides_[d] <= std::numeric_limits<int32_t>::max() ? strides_[d] : 0;
+    dim_[d] = halide_dimension_t(0, int32_t(extents_[d]), int32_t(stride));
+  }
+}
+
+KernelArgs &KernelArgs::batched(const Tensor &t) {
+  entries_.push_back({t, nullptr, true});
+  return *this;
+}
+KernelArgs &KernelArgs::shared(const Tensor &t) {
+  entries_.push_back({t, nullptr, false});
+  return *this;
+}
+KernelArgs &KernelArgs::scalar(const void *p) {
+  entries_.push_back({Tensor(), p, false});
+  return *this;
+}
+
+fsattn_status KernelArgs::run(const Kernel &k, int64_t batch) {
+  install_handlers();
+  bool fits = true;
+  for (const Entry &e : entries_) {
+    if (e.is_batched && e.tensor.outer_stride() > std::numeric_limits<int32_t>::max()) fits = false;
+  }
+  const int64_t group = fits ? batch : 1;
+  for (int64_t first = 0; first < batch; first += group) {
+    std::vector<Tensor> slices;
+    slices.reserve(entries_.size());
+    std::vector<void *> args(entries_.size() + 1);
+    CallContext ctx;
+    void *uc = &ctx;
+    args[0] = &uc;
+    for (size_t a = 0; a < entries_.size(); ++a) {
+      const Entry &e = entries_[a];
+      if (e.scalar != nullptr) {
+        args[a + 1] = const_cast<void *>(e.scalar);
+        continue;
+      }
+      slices.push_back(e.is_batched ? e.tensor.slice_outer(first, group) : e.tensor);
+      args[a + 1] = slices.back().raw();
+    }
+    int rc = k.argv(args.data());
+    if (rc == halide_error_code_success) continue;
+    std::string msg = std::string(k.name) + ": " + (ctx.message.empty() ? "Halide error" : ctx.message);
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    msg += " (Halide error code " + std::to_string(rc) + ")";
+    if (rc == halide_error_code_out_of_memory) return fail(FSATTN_ERROR_OUT_OF_MEMORY, msg);
+    return fail(FSATTN_ERROR_INTERNAL, msg);
+  }
+  return FSATTN_OK;
+}
+
+}  // namespace fsattn

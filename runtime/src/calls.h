@@ -1,0 +1,68 @@
+// Calling an AOT Halide kernel: dense buffers over caller memory, errors as statuses.
+#pragma once
+
+#include "fsattn/fsattn.h"
+
+#include <HalideRuntime.h>
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+namespace fsattn {
+
+// A halide_buffer_t over caller-owned float memory, dense, dims given innermost first.
+class Tensor {
+ public:
+  static constexpr int kMaxDims = 5;
+  Tensor() = default;
+  Tensor(const float *data, std::initializer_list<int64_t> extents);
+  // The scalar zero, readable at any index through the kernels' clamped reads (a NULL
+  // initial state), or writable as a one-element sink (a NULL final state).
+  static Tensor scalar_sink(int dims);
+  static Tensor zero(int dims);
+
+  // Restrict the outermost dimension to [first, first + count) (a batch slice).
+  Tensor slice_outer(int64_t first, int64_t count) const;
+  int64_t outer_stride() const { return strides_[dims_ - 1]; }
+  // The buffer, bound to this object's own dimension array (valid until it moves).
+  halide_buffer_t *raw() {
+    bind();
+    return &buf_;
+  }
+
+ private:
+  void bind();
+  halide_buffer_t buf_{};
+  std::array<halide_dimension_t, kMaxDims> dim_{};
+  std::array<int64_t, kMaxDims> strides_{};  // 64-bit: the outermost may exceed int32
+  std::array<int64_t, kMaxDims> extents_{};
+  float *data_ = nullptr;
+  int dims_ = 0;
+  bool sink_ = false;
+};
+
+// The arguments of one kernel call, in the generator's order, and the call itself.
+class KernelArgs {
+ public:
+  KernelArgs &batched(const Tensor &t);  // outermost dimension is the batch
+  KernelArgs &shared(const Tensor &t);   // the same for every batch element (parameters)
+  KernelArgs &scalar(const void *p);     // an Input<T> scalar: pointer to its value
+
+  // Runs `k` over `batch` elements: in one call when every batch stride fits Halide's 32-bit
+  // dimension stride, else one element per call. Halide errors become a status with Halide's
+  // message (kernels are compiled with user_context, so a message reaches its own call even
+  // from Halide's worker threads).
+  fsattn_status run(const struct Kernel &k, int64_t batch);
+
+ private:
+  struct Entry {
+    Tensor tensor;
+    const void *scalar = nullptr;
+    bool is_batched = false;
+  };
+  std::vector<Entry> entries_;
+};
+
+}  // namespace fsattn

@@ -1,0 +1,24 @@
+// The kernel table: every compiled kernel variant, generated from generators/CMakeLists.txt.
+// Dispatch, the variant-listing API, the tests and the benchmarks all read this one table.
+#pragma once
+
+#include "fsattn/fsattn.h"
+
+namespace fsattn {
+
+struct Kernel {
+  fsattn_op op;
+  fsattn_device device;
+  const char *variant;   // e.g. "cpu_c32"
+  const char *schedule;  // "hand", or the autoscheduler that produced it
+  int chunk;             // chunk length L
+  int (*argv)(void **);  // the AOT entry point, Halide's argv convention
+  const char *name;      // the AOT function, e.g. "fsattn_ida_forward__cpu_c32"
+};
+
+// The kernel for (op, device) named `variant`, or the default one when variant is NULL.
+// Returns NULL and sets the last error (prefixed by `function`) when there is none.
+const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device device, const char *variant,
+                          fsattn_status *status);
+
+}  // namespace fsattn

@@ -1,0 +1,81 @@
+#include "validate.h"
+
+#include "status.h"
+
+#include <cmath>
+#include <limits>
+
+namespace fsattn {
+
+Validator &Validator::fail(fsattn_status status, const std::string &message) {
+  if (ok()) status_ = fsattn::fail(status, std::string(fn_) + ": " + message);
+  return *this;
+}
+
+Validator &Validator::pointer(const char *name, const void *p) {
+  if (ok() && p == nullptr) fail(FSATTN_ERROR_INVALID_ARGUMENT, std::string(name) + " is NULL");
+  return *this;
+}
+
+Validator &Validator::range(const char *name, int64_t value, int64_t lo, int64_t hi) {
+  if (ok() && (value < lo || value > hi)) {
+    fail(FSATTN_ERROR_INVALID_ARGUMENT, std::string(name) + " = " + std::to_string(value) +
+                                            " is outside [" + std::to_string(lo) + ", " +
+                                            std::to_string(hi) + "]");
+  }
+  return *this;
+}
+
+Validator &Validator::finite(const char *name, double value) {
+  if (ok() && !std::isfinite(value)) {
+    fail(FSATTN_ERROR_INVALID_ARGUMENT, std::string(name) + " is not finite");
+  }
+  return *this;
+}
+
+Validator &Validator::elements(const char *name, std::initializer_list<int64_t> extents) {
+  if (!ok()) return *this;
+  int64_t count = 1;
+  for (int64_t e : extents) {
+    if (__builtin_mul_overflow(count, e, &count)) {
+      return fail(FSATTN_ERROR_INVALID_ARGUMENT,
+                  std::string(name) + ": the element count overflows 64 bits");
+    }
+  }
+  constexpr int64_t kMaxBytes = std::numeric_limits<int64_t>::max() / 8;  // room for workspaces
+  if (count > kMaxBytes / int64_t(sizeof(float))) {
+    fail(FSATTN_ERROR_INVALID_ARGUMENT,
+         std::string(name) + ": " + std::to_string(count) + " elements exceed the address space");
+  }
+  return *this;
+}
+
+Validator &Validator::exec(const fsattn_exec *e) {
+  pointer("exec", e);
+  if (!ok()) return *this;
+  if (e->device == FSATTN_DEVICE_CUDA) {
+    return fail(FSATTN_ERROR_UNSUPPORTED, "this build has no CUDA kernels (exec->device = CUDA)");
+  }
+  if (e->device != FSATTN_DEVICE_CPU) {
+    fail(FSATTN_ERROR_INVALID_ARGUMENT,
+         "exec->device = " + std::to_string(int(e->device)) + " is not a fsattn_device");
+  }
+  return *this;
+}
+
+Validator &Validator::dims(const fsattn_dims *d) {
+  pointer("dims", d);
+  if (!ok()) return *this;
+  constexpr int64_t kInt32 = std::numeric_limits<int32_t>::max();
+  range("dims->batch", d->batch, 1, kInt32);
+  range("dims->seqlen", d->seqlen, 1, kInt32);
+  range("dims->heads", d->heads, 1, FSATTN_MAX_HEADS);
+  range("dims->dk", d->dk, 1, FSATTN_MAX_FEATURE);
+  range("dims->dv", d->dv, 1, FSATTN_MAX_FEATURE);
+  if (ok() && d->cu_seqlens != nullptr) {
+    fail(FSATTN_ERROR_UNSUPPORTED, "variable-length batches (dims->cu_seqlens) are not supported yet");
+  }
+  return *this;
+}
+
+}  // namespace fsattn

@@ -1,0 +1,37 @@
+// Argument validation shared by every entry point. The first failed check is kept, with a
+// message naming the function and the argument; no kernel runs after a failure.
+#pragma once
+
+#include "fsattn/fsattn.h"
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+namespace fsattn {
+
+class Validator {
+ public:
+  explicit Validator(const char *function) : fn_(function) {}
+
+  bool ok() const { return status_ == FSATTN_OK; }
+  fsattn_status status() const { return status_; }
+
+  Validator &pointer(const char *name, const void *p);
+  Validator &range(const char *name, int64_t value, int64_t lo, int64_t hi);
+  Validator &finite(const char *name, double value);
+  // The tensor's element count and byte size must be representable.
+  Validator &elements(const char *name, std::initializer_list<int64_t> extents);
+  Validator &fail(fsattn_status status, const std::string &message);
+
+  // exec: present, a known device, a device this build serves.
+  Validator &exec(const fsattn_exec *exec);
+  // dims: present, dense (no cu_seqlens yet), sizes in range.
+  Validator &dims(const fsattn_dims *dims);
+
+ private:
+  const char *fn_;
+  fsattn_status status_ = FSATTN_OK;
+};
+
+}  // namespace fsattn

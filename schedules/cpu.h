@@ -1,0 +1,12 @@
+// CPU schedules, one function per generator. Parallel across batch × head × chunk,
+// vectorized across channels; the chunk-to-chunk carry is the only serial loop.
+#pragma once
+
+#include "generators/ida_forward.h"
+#include "knobs.h"
+
+namespace fsattn {
+
+void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k);
+
+}  // namespace fsattn

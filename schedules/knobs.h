@@ -1,0 +1,13 @@
+// Schedule knobs: plain values with defaults, set from GeneratorParams, so that the build can
+// compile several variants of one generator and the runtime can choose among them.
+#pragma once
+
+namespace fsattn {
+
+struct CpuKnobs {
+  int chunk = 32;   // tokens per chunk (L); the intra-chunk work grows with L, the carry does not
+  int vector = 0;   // vector width in floats; 0 = the target's natural width
+  int tile_m = 4;   // slots per register tile in the matmul-like stages
+};
+
+}  // namespace fsattn

@@ -1,0 +1,130 @@
+// Shared test helpers: random inputs (rounded to float32 for the kernels, widened for the
+// float64 reference), the error measure of SPEC.md §4, and IDA test cases.
+#pragma once
+
+#include "fsattn/fsattn.h"
+#include "reference/ida_reference.h"
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace fsattn::test {
+
+// A float32 tensor and the same values widened to double.
+struct Tensor32 {
+  std::vector<float> f;
+  std::vector<double> d;
+  void set(std::vector<float> values) {
+    f = std::move(values);
+    d.assign(f.begin(), f.end());
+  }
+  const float *ptr() const { return f.empty() ? nullptr : f.data(); }
+};
+
+inline Tensor32 random_tensor(std::mt19937_64 &rng, size_t n, double lo = -1, double hi = 1) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<float> v(n);
+  for (float &e : v) e = float(u(rng));
+  Tensor32 t;
+  t.set(std::move(v));
+  return t;
+}
+
+// ||a - b||_F / ||b||_F (b is the reference).
+inline double rel_error(const std::vector<float> &a, const std::vector<double> &b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1.0));
+}
+inline double rel_error(const std::vector<float> &a, const std::vector<float> &b) {
+  return rel_error(a, std::vector<double>(b.begin(), b.end()));
+}
+
+struct IdaCase {
+  ref::IdaShape s;
+  Tensor32 q, k, v, gk, bk, gv, bv, log_dt, A_re_log, A_im, B, C;
+  Tensor32 state_k, state_v;  // empty: zero initial state
+  float eps = 1e-6f;
+
+  fsattn_dims dims() const { return {s.B, s.T, s.H, s.Dk, s.Dv, nullptr, 0}; }
+  fsattn_ida_params params() const {
+    return {s.M, eps, gk.ptr(), bk.ptr(), gv.ptr(), bv.ptr(), log_dt.ptr(), A_re_log.ptr(), A_im.ptr(),
+            B.ptr(), C.ptr()};
+  }
+  ref::IdaParams ref_params() const {
+    return {gk.d, bk.d, gv.d, bv.d, log_dt.d, A_re_log.d, A_im.d, B.d, C.d, double(eps)};
+  }
+};
+
+// S4D-Inv modes (SPEC.md §1) with the other parameters perturbed so every one matters.
+inline IdaCase make_ida_case(ref::IdaShape s, uint64_t seed, bool with_state) {
+  std::mt19937_64 rng(seed);
+  IdaCase c;
+  c.s = s;
+  const size_t act_k = s.B * s.T * s.H * s.Dk, act_v = s.B * s.T * s.H * s.Dv;
+  c.q = random_tensor(rng, act_k, -2, 2);
+  c.k = random_tensor(rng, act_k, -2, 2);
+  c.v = random_tensor(rng, act_v, -2, 2);
+  c.gk = random_tensor(rng, s.H * s.Dk, 0.5, 1.5);
+  c.bk = random_tensor(rng, s.H * s.Dk, -0.5, 0.5);
+  c.gv = random_tensor(rng, s.H * s.Dv, 0.5, 1.5);
+  c.bv = random_tensor(rng, s.H * s.Dv, -0.5, 0.5);
+  c.log_dt = random_tensor(rng, s.H, std::log(1e-3), std::log(1e-1));
+  std::vector<float> are(s.H * s.M), aim(s.H * s.M);
+  std::uniform_real_distribution<double> jitter(-0.3, 0.3);
+  for (int64_t h = 0; h < s.H; ++h)
+    for (int64_t n = 0; n < s.M; ++n) {
+      are[h * s.M + n] = float(std::log(0.5) + jitter(rng));
+      aim[h * s.M + n] = float(double(s.M) / M_PI * (double(s.M) / (2 * n + 1) - 1));
+    }
+  c.A_re_log.set(are);
+  c.A_im.set(aim);
+  c.B = random_tensor(rng, s.H * s.M * 2, 0.5, 1.5);
+  std::normal_distribution<double> normal(0.0, std::sqrt(1.0 / (2.0 * s.M)));  // complex var 1/M
+  std::vector<float> C(s.H * s.M * s.M * 2);
+  for (float &e : C) e = float(normal(rng));
+  c.C.set(C);
+  if (with_state) {
+    c.state_k = random_tensor(rng, s.B * s.H * s.M * s.Dk * 2);
+    c.state_v = random_tensor(rng, s.B * s.H * s.M * s.Dv * 2);
+  }
+  return c;
+}
+
+struct IdaResult {
+  fsattn_status status;
+  std::vector<float> o, state_k, state_v;
+};
+
+inline IdaResult run_ida_forward(const IdaCase &c, const char *variant = nullptr) {
+  IdaResult r;
+  r.o.assign(c.s.B * c.s.T * c.s.H * c.s.Dv, NAN);
+  r.state_k.assign(c.s.B * c.s.H * c.s.M * c.s.Dk * 2, NAN);
+  r.state_v.assign(c.s.B * c.s.H * c.s.M * c.s.Dv * 2, NAN);
+  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant};
+  fsattn_dims dims = c.dims();
+  fsattn_ida_params p = c.params();
+  r.status = fsattn_ida_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
+                                c.state_v.ptr(), r.o.data(), r.state_k.data(), r.state_v.data());
+  return r;
+}
+
+inline ref::IdaOutputs reference_ida_forward(const IdaCase &c) {
+  return ref::ida_forward(c.s, c.ref_params(), c.q.d, c.k.d, c.v.d, c.state_k.d, c.state_v.d);
+}
+
+// Every compiled variant of an op on the CPU.
+inline std::vector<std::string> cpu_variants(fsattn_op op) {
+  std::vector<std::string> v;
+  for (int i = 0; i < fsattn_variant_count(op, FSATTN_DEVICE_CPU); ++i)
+    v.push_back(fsattn_variant_name(op, FSATTN_DEVICE_CPU, i));
+  return v;
+}
+
+}  // namespace fsattn::test
