@@ -42,9 +42,10 @@ void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
   for (Func f : {s.feat.fq, s.feat.kt, s.feat.vt}) {
     f.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.r, k.vector, kTail);
   }
-  s.feat.q_ssq.compute_at(s.feat.fq, x.i);
-  s.feat.k_ssq.compute_at(s.feat.kt, x.i);
-  s.feat.v_msq.compute_at(s.feat.vt, x.i);
+  // Norms once per chunk (per token they cost a heap allocation each: 1.5 ms of 95 ms).
+  s.feat.q_ssq.compute_at(s.feat.fq, chb);
+  s.feat.k_ssq.compute_at(s.feat.kt, chb);
+  s.feat.v_msq.compute_at(s.feat.vt, chb);
 
   schedule_scan_cpu(s.key_scan, k);
   schedule_scan_cpu(s.value_scan, k);

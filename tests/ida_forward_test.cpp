@@ -41,17 +41,30 @@ TEST_P(IdaForward, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cpu, IdaForward,
-    ::testing::Combine(::testing::ValuesIn(kShapes), ::testing::ValuesIn(cpu_variants(FSATTN_OP_IDA_FORWARD)),
+    ::testing::Combine(::testing::ValuesIn(kShapes), ::testing::ValuesIn(cpu_variants(FSATTN_OP_IDA_FORWARD, Schedules::kHand)),
                        ::testing::Bool()),
     [](const auto &info) {
       return std::string(std::get<0>(info.param).what) + "_" + std::get<1>(info.param) +
              (std::get<2>(info.param) ? "_state" : "_zero_state");
     });
 
+// The autoscheduled baselines compute the same function, at shapes like the benchmark's.
+TEST(IdaForwardBaselines, MatchReference) {
+  IdaCase c = make_ida_case({2, 512, 2, 64, 32, 16}, 17, true);
+  ref::IdaOutputs want = reference_ida_forward(c);
+  for (const std::string &v : cpu_variants(FSATTN_OP_IDA_FORWARD, Schedules::kBaselines)) {
+    IdaResult r = run_ida_forward(c, v.c_str());
+    ASSERT_EQ(r.status, FSATTN_OK) << v << ": " << fsattn_last_error();
+    EXPECT_LE(rel_error(r.o, want.o), kForwardTol) << v;
+    EXPECT_LE(rel_error(r.state_k, want.state_k), kForwardTol) << v;
+    EXPECT_LE(rel_error(r.state_v, want.state_v), kForwardTol) << v;
+  }
+}
+
 // Every chunk length computes the same function: the variants agree with each other.
 TEST(IdaForwardProperties, ChunkLengthInvariance) {
   IdaCase c = make_ida_case({2, 301, 2, 24, 20, 10}, 7, true);
-  auto variants = cpu_variants(FSATTN_OP_IDA_FORWARD);
+  auto variants = cpu_variants(FSATTN_OP_IDA_FORWARD, Schedules::kHand);
   ASSERT_GE(variants.size(), 3u);
   IdaResult first = run_ida_forward(c, variants[0].c_str());
   ASSERT_EQ(first.status, FSATTN_OK) << fsattn_last_error();

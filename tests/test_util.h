@@ -119,11 +119,22 @@ inline ref::IdaOutputs reference_ida_forward(const IdaCase &c) {
   return ref::ida_forward(c.s, c.ref_params(), c.q.d, c.k.d, c.v.d, c.state_k.d, c.state_v.d);
 }
 
-// Every compiled variant of an op on the CPU.
-inline std::vector<std::string> cpu_variants(fsattn_op op) {
+// Autoscheduled variants are benchmark baselines: they assume shapes near the estimates they
+// were tuned for (sizes that are multiples of the vector width) and may refuse others.
+inline bool is_baseline(const std::string &variant) {
+  return variant.find("adams2019") != std::string::npos || variant.find("mullapudi2016") != std::string::npos ||
+         variant.find("li2018") != std::string::npos;
+}
+
+enum class Schedules { kAll, kHand, kBaselines };
+
+// The compiled variants of an op on the CPU.
+inline std::vector<std::string> cpu_variants(fsattn_op op, Schedules which = Schedules::kAll) {
   std::vector<std::string> v;
-  for (int i = 0; i < fsattn_variant_count(op, FSATTN_DEVICE_CPU); ++i)
-    v.push_back(fsattn_variant_name(op, FSATTN_DEVICE_CPU, i));
+  for (int i = 0; i < fsattn_variant_count(op, FSATTN_DEVICE_CPU); ++i) {
+    std::string name = fsattn_variant_name(op, FSATTN_DEVICE_CPU, i);
+    if (which == Schedules::kAll || (which == Schedules::kBaselines) == is_baseline(name)) v.push_back(name);
+  }
   return v;
 }
 

@@ -20,7 +20,7 @@ namespace {
 
 #define FSATTN_KERNEL(OP, DEVICE, VARIANT, SCHEDULE, CHUNK)                                   \
   Kernel{op_##OP, device_##DEVICE, #VARIANT, #SCHEDULE, CHUNK, fsattn_##OP##__##VARIANT##_argv, \
-         "fsattn_" #OP "__" #VARIANT},
+         fsattn_##OP##__##VARIANT##_metadata, "fsattn_" #OP "__" #VARIANT},
 const Kernel kTable[] = {
 #include "kernel_table.inc"
 };
@@ -36,6 +36,43 @@ const char *op_name(fsattn_op op) {
   return "unknown op";
 }
 
+// Whether this CPU has every feature of one Halide target string ("x86-64-linux-avx-avx2-...").
+bool cpu_runs(const std::string &target) {
+  struct Feature {
+    const char *halide;
+    bool present;
+  };
+  __builtin_cpu_init();
+  const Feature features[] = {
+      {"-sse41", bool(__builtin_cpu_supports("sse4.1"))},
+      {"-avx-", bool(__builtin_cpu_supports("avx"))},
+      {"-avx2", bool(__builtin_cpu_supports("avx2"))},
+      {"-fma", bool(__builtin_cpu_supports("fma"))},
+      {"-f16c", bool(__builtin_cpu_supports("f16c"))},
+      {"-avx512", bool(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd"))},
+      {"-avx512_skylake", bool(__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                               __builtin_cpu_supports("avx512vl"))},
+  };
+  const std::string t = target + "-";
+  for (const Feature &f : features) {
+    if (!f.present && t.find(f.halide) != std::string::npos) return false;
+  }
+  return true;
+}
+
+// A multi-target kernel runs if any of its targets does (the last is the baseline).
+bool cpu_runs_any(const char *targets) {
+  std::string list(targets);
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    if (cpu_runs(list.substr(start, end - start))) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 }  // namespace
 
 const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device device, const char *variant,
@@ -45,7 +82,14 @@ const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device devi
   for (const Kernel &k : kTable) {
     if (k.op != op || k.device != device) continue;
     any = true;
-    if (variant == nullptr || std::strcmp(variant, k.variant) == 0) return &k;
+    if (variant != nullptr && std::strcmp(variant, k.variant) != 0) continue;
+    if (k.device == FSATTN_DEVICE_CPU && !cpu_runs_any(k.metadata()->target)) {
+      *status = fail(FSATTN_ERROR_UNSUPPORTED, std::string(function) + ": variant " + k.variant +
+                                                   " was compiled for " + k.metadata()->target +
+                                                   ", which this CPU cannot run");
+      return nullptr;
+    }
+    return &k;
   }
   if (!any) {
     *status = fail(FSATTN_ERROR_UNSUPPORTED,

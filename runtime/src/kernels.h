@@ -4,6 +4,8 @@
 
 #include "fsattn/fsattn.h"
 
+#include <HalideRuntime.h>
+
 namespace fsattn {
 
 struct Kernel {
@@ -13,6 +15,7 @@ struct Kernel {
   const char *schedule;  // "hand", or the autoscheduler that produced it
   int chunk;             // chunk length L
   int (*argv)(void **);  // the AOT entry point, Halide's argv convention
+  const halide_filter_metadata_t *(*metadata)();  // its target(s), arguments
   const char *name;      // the AOT function, e.g. "fsattn_ida_forward__cpu_c32"
 };
 

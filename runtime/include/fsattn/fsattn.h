@@ -120,7 +120,12 @@ const char *fsattn_version(void);
 
 /* ---- schedule variants -------------------------------------------------------------------
  * Each kernel is compiled in several schedule variants (chunk length, autoscheduled
- * baselines, ...). They compute the same function; exec->variant picks one by name. */
+ * baselines, ...). They compute the same function; exec->variant picks one by name.
+ * Variants named after an autoscheduler (adams2019, mullapudi2016, li2018) are benchmark
+ * baselines compiled for the build machine's CPU: another CPU may refuse them
+ * (FSATTN_ERROR_UNSUPPORTED), and they may refuse shapes far from the benchmark's, such as
+ * sizes that are not multiples of the vector width (FSATTN_ERROR_INTERNAL with Halide's
+ * message). The hand-scheduled variants serve every valid shape. */
 typedef enum {
   FSATTN_OP_IDA_FORWARD = 0,
   FSATTN_OP_IDA_BACKWARD = 1,

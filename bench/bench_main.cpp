@@ -1,0 +1,59 @@
+// fsattn-bench: every compiled CPU variant of every kernel, on the shapes of the issues.
+// Reports time, tokens/s and GFLOP/s (flops.h gives the count).
+#include "flops.h"
+#include "test_util.h"
+
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <string>
+
+using namespace fsattn;
+using namespace fsattn::test;
+
+namespace {
+
+int chunk_of(const std::string &variant) {
+  size_t at = variant.rfind("_c");
+  return at == std::string::npos ? 32 : std::atoi(variant.c_str() + at + 2);
+}
+
+void ida_forward(benchmark::State &state, std::string variant, ref::IdaShape s) {
+  IdaCase c = make_ida_case(s, 42, true);
+  std::vector<float> o(s.B * s.T * s.H * s.Dv), sk(c.state_k.f.size()), sv(c.state_v.f.size());
+  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant.c_str()};
+  fsattn_dims dims = c.dims();
+  fsattn_ida_params p = c.params();
+  for (auto _ : state) {
+    fsattn_status st = fsattn_ida_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
+                                          c.state_v.ptr(), o.data(), sk.data(), sv.data());
+    if (st != FSATTN_OK) {
+      state.SkipWithError(fsattn_last_error());
+      break;
+    }
+    benchmark::DoNotOptimize(o.data());
+  }
+  const double tokens = double(s.B * s.T * s.H);
+  state.counters["tokens/s"] = benchmark::Counter(double(s.B * s.T), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      tokens * bench::ida_forward_flops_per_token(s.M, s.Dk, s.Dv, chunk_of(variant)) * 1e-9,
+      benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The shape of the IDA issue: B=2, T=2048, H=4, Dk=Dv=64, M=64.
+const ref::IdaShape kIdaShape{2, 2048, 4, 64, 64, 64};
+
+int register_all() {
+  for (const std::string &v : cpu_variants(FSATTN_OP_IDA_FORWARD)) {
+    benchmark::RegisterBenchmark(("ida_forward/cpu/" + v).c_str(), ida_forward, v, kIdaShape)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(1.0);
+  }
+  return 0;
+}
+const int registered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();

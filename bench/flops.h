@@ -1,0 +1,21 @@
+// Arithmetic work of the chunked algorithms, for GFLOP/s figures. An FMA counts 2, a
+// complex×real multiply-add 4, a complex multiply-add 8; O(D) per-token work is left out.
+#pragma once
+
+#include <cstdint>
+
+namespace fsattn::bench {
+
+// IDA forward, per token with chunk length L (SPEC.md §1, §3):
+//   key carry + key read through the chunk state      8 M Dk   (two complex×real MACs)
+//   fq·k within the chunk                             2 L Dk
+//   key read within the chunk (causal half)           4 M (L+1)/2 · 2 = 4 M (L+1)
+//   mixing w = G p                                    8 M^2
+//   value carry + value read through the chunk state  8 M Dv
+//   value weights within the chunk (causal half)      2 M (L+1)
+//   value read within the chunk (causal half)         (L+1) Dv
+inline double ida_forward_flops_per_token(double M, double Dk, double Dv, double L) {
+  return 8 * M * (Dk + Dv) + 2 * L * Dk + 6 * M * (L + 1) + 8 * M * M + (L + 1) * Dv;
+}
+
+}  // namespace fsattn::bench
