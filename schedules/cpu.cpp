@@ -11,20 +11,42 @@ namespace {
 // read before the start of small inputs.
 constexpr TailStrategy kTail = TailStrategy::GuardWithIf;
 
-// The scan's per-chunk carry (a small matmul per chunk) in parallel over chunks, then the
-// serial pass over chunks, parallel across batch × head and vectorized across channels.
-void schedule_scan_cpu(ScanStages &s, const CpuKnobs &k) {
+// A reduction f(vec, outer, ...) += g(red, ...): one vector of `vec` times `unroll` values of
+// `outer` stay in registers across the whole reduction loop (the matmul pattern). `vec` must
+// be the dimension the operands are contiguous in.
+void reduce_in_registers(Func f, const Var &vec, const RVar &red, const Var &outer, const CpuKnobs &k,
+                         int unroll = 4) {
+  Var vo(vec.name() + "_vo"), vi(vec.name() + "_vi"), oo(outer.name() + "_oo"), oi(outer.name() + "_oi");
+  f.vectorize(vec, k.vector, kTail);
+  f.update()
+      .split(vec, vo, vi, k.vector, kTail)
+      .split(outer, oo, oi, unroll, kTail)
+      .reorder(vi, oi, red, vo, oo)
+      .vectorize(vi)
+      .unroll(oi);
+}
+
+// The scan's per-chunk carry in parallel over batch × head × chunk, then the serial pass over
+// chunks, parallel across batch × head. `vec` (the slot m or the channel r) is the dimension
+// the reads of this state vectorize over, so it is stored innermost.
+void schedule_scan_cpu(ScanStages &s, const Var &vec, const CpuKnobs &k) {
   const Vars &x = vars();
+  const Var &other = vec.same_as(x.m) ? x.r : x.m;
   Var bh("bh"), chb("chb");
   s.coef.func().compute_root().parallel(x.h);
+  if (vec.same_as(x.m)) s.coef.func().reorder_storage(x.m, x.i);
+
   Func carry = s.carry.func();
-  carry.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.r, k.vector, kTail);
-  carry.update().reorder(x.r, s.carry_tokens.x, x.m, x.c, x.h, x.b)
-      .fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.r, k.vector, kTail);
+  carry.compute_root().reorder_storage(vec, other).reorder(vec, other).fuse(x.h, x.b, bh).fuse(x.c, bh, chb)
+      .parallel(chb);
+  reduce_in_registers(carry, vec, s.carry_tokens.x, other, k);
+  carry.update().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb);
+
   Func state = s.state.func();
-  state.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
-  state.update().reorder(x.r, x.m, s.chunks.x, x.h, x.b).fuse(x.h, x.b, bh).parallel(bh)
-      .vectorize(x.r, k.vector, kTail);
+  state.compute_root().reorder_storage(vec, other).reorder(vec, other).fuse(x.h, x.b, bh).parallel(bh)
+      .vectorize(vec, k.vector, kTail);
+  state.update().reorder(vec, other, s.chunks.x, x.h, x.b).fuse(x.h, x.b, bh).parallel(bh)
+      .vectorize(vec, k.vector, kTail);
 }
 
 }  // namespace
@@ -42,28 +64,34 @@ void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
   for (Func f : {s.feat.fq, s.feat.kt, s.feat.vt}) {
     f.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.r, k.vector, kTail);
   }
-  // Norms once per chunk (per token they cost a heap allocation each: 1.5 ms of 95 ms).
+  // Norms once per chunk (per token they cost a heap allocation each).
   s.feat.q_ssq.compute_at(s.feat.fq, chb);
   s.feat.k_ssq.compute_at(s.feat.kt, chb);
   s.feat.v_msq.compute_at(s.feat.vt, chb);
 
-  schedule_scan_cpu(s.key_scan, k);
-  schedule_scan_cpu(s.value_scan, k);
+  // Pass 1 reads the key state per slot (vector over m); pass 2 the value state per channel.
+  schedule_scan_cpu(s.key_scan, x.m, k);
+  schedule_scan_cpu(s.value_scan, x.r, k);
 
   // Pass 1 and the mixing, one chunk at a time.
   Func p = s.p.out.func();
   p.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.m, k.vector, kTail);
-  s.p.qx.compute_at(p, chb).vectorize(x.tau, k.vector, kTail);
-  s.p.qx.update().reorder(x.tau, s.p.r_qx.x, x.i).vectorize(x.tau, k.vector, kTail);
-  s.p.inter.func().compute_at(p, chb).vectorize(x.m, k.vector, kTail);
-  s.p.inter.func().update().reorder(x.m, s.p.r_inter.x, x.i).vectorize(x.m, k.vector, kTail);
-  s.p.intra.func().compute_at(p, chb).vectorize(x.m, k.vector, kTail);
-  s.p.intra.func().update().reorder(x.m, s.p.r_intra.x, x.i).vectorize(x.m, k.vector, kTail);
+  // fq · kt within the chunk, vectorized over tau: a per-chunk copy of kt with tokens innermost.
+  s.feat.kt.in(s.p.qx).compute_at(p, chb).reorder_storage(x.i, x.r).vectorize(x.i, k.vector, kTail);
+  s.p.qx.compute_at(p, chb);
+  reduce_in_registers(s.p.qx, x.tau, s.p.r_qx.x, x.i, k);
+  s.p.inter.func().compute_at(p, chb);
+  reduce_in_registers(s.p.inter.func(), x.m, s.p.r_inter.x, x.i, k);
+  // The intra-chunk read walks the decay table along m: a copy with m innermost.
+  s.modes.decay_pow.func().in(s.p.intra.func()).compute_root().reorder_storage(x.m, x.n)
+      .vectorize(x.m, k.vector, kTail);
+  s.p.intra.func().compute_at(p, chb);
+  reduce_in_registers(s.p.intra.func(), x.m, s.p.r_intra.x, x.i, k);
 
   Func w = s.mix.w.func();
-  w.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.m, k.vector, kTail);
-  w.update().reorder(x.m, s.mix.r_w.x, x.i, x.c, x.h, x.b).fuse(x.h, x.b, bh).fuse(x.c, bh, chb)
-      .parallel(chb).vectorize(x.m, k.vector, kTail);
+  w.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb);
+  reduce_in_registers(w, x.m, s.mix.r_w.x, x.i, k);
+  w.update().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb);
 
   // Pass 2, computed per chunk of the output.
   Func o = s.o;
@@ -73,13 +101,12 @@ void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
   rd.out.compute_at(o, chb).vectorize(x.r, k.vector, kTail);
   rd.ud.func().compute_at(o, chb).vectorize(x.m, k.vector, kTail);
   rd.uw.func().compute_at(o, chb).vectorize(x.m, k.vector, kTail);
-  Func inter = rd.inter, e = rd.e, intra = rd.intra;
-  inter.compute_at(o, chb).vectorize(x.r, k.vector, kTail);
-  inter.update().reorder(x.r, rd.r_inter.x, x.i).vectorize(x.r, k.vector, kTail);
-  e.compute_at(o, chb).vectorize(x.tau, k.vector, kTail);
-  e.update().reorder(x.tau, rd.r_e.x, x.i).vectorize(x.tau, k.vector, kTail);
-  intra.compute_at(o, chb).vectorize(x.r, k.vector, kTail);
-  intra.update().reorder(x.r, rd.r_intra.x, x.i).vectorize(x.r, k.vector, kTail);
+  rd.inter.compute_at(o, chb);
+  reduce_in_registers(rd.inter, x.r, rd.r_inter.x, x.i, k);
+  rd.e.compute_at(o, chb);
+  reduce_in_registers(rd.e, x.tau, rd.r_e.x, x.i, k);
+  rd.intra.compute_at(o, chb);
+  reduce_in_registers(rd.intra, x.r, rd.r_intra.x, x.i, k);
 
   for (Func f : {s.state_k_out, s.state_v_out}) {
     f.compute_root().fuse(x.h, x.b, bh).parallel(bh);

@@ -136,6 +136,17 @@ TEST(IdaForwardProperties, Deterministic) {
   EXPECT_EQ(0, std::memcmp(a.state_k.data(), b.state_k.data(), a.state_k.size() * sizeof(float)));
 }
 
+// Releasing the cached workspace between calls changes nothing.
+TEST(IdaForwardProperties, WorkspaceRelease) {
+  IdaCase c = make_ida_case({2, 200, 2, 16, 16, 8}, 8, true);
+  IdaResult a = run_ida_forward(c);
+  fsattn_release_workspace();
+  IdaResult b = run_ida_forward(c);
+  ASSERT_EQ(a.status, FSATTN_OK);
+  ASSERT_EQ(b.status, FSATTN_OK);
+  EXPECT_EQ(0, std::memcmp(a.o.data(), b.o.data(), a.o.size() * sizeof(float)));
+}
+
 // NULL final states are not written; NULL initial states are zero.
 TEST(IdaForwardProperties, NullStates) {
   IdaCase c = make_ida_case({1, 50, 2, 8, 8, 4}, 3, false);

@@ -2,6 +2,7 @@
 
 #include "kernels.h"
 #include "status.h"
+#include "workspace.h"
 
 #include <limits>
 #include <mutex>
@@ -28,6 +29,8 @@ void install_handlers() {
   std::call_once(once, [] {
     halide_set_error_handler(on_error);
     halide_set_custom_print(on_print);
+    halide_set_custom_malloc(workspace_malloc);
+    halide_set_custom_free(workspace_free);
   });
 }
 

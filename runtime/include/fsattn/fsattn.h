@@ -118,6 +118,11 @@ fsattn_status fsattn_bla_step(const fsattn_exec *exec, const fsattn_dims *dims,
 const char *fsattn_last_error(void);   /* this thread's message for its last failed call */
 const char *fsattn_version(void);
 
+/* CPU kernels allocate their intermediates per call (IDA forward at B=2, T=2048, H=4,
+   Dk=Dv=M=64: about 90 MB). Freed blocks are kept for reuse by later calls, up to 4 GiB in
+   all; this returns them to the system. Safe to call at any time, from any thread. */
+void fsattn_release_workspace(void);
+
 /* ---- schedule variants -------------------------------------------------------------------
  * Each kernel is compiled in several schedule variants (chunk length, autoscheduled
  * baselines, ...). They compute the same function; exec->variant picks one by name.
