@@ -49,11 +49,51 @@ void schedule_scan_cpu(ScanStages &s, const Var &vec, const CpuKnobs &k) {
       .vectorize(vec, k.vector, kTail);
 }
 
+// Pass 1 of one chunk, everything at (at, chb): the chunk's query · x products, the read
+// through the chunk's start state and the intra-chunk read.
+void schedule_channel_read_cpu(ChannelRead &rd, const ScanInputs &in, Func at, const Var &chb,
+                               const CpuKnobs &k) {
+  const Vars &x = vars();
+  // query · x within the chunk, vectorized over tau: a per-chunk copy of x with tokens innermost.
+  Func(in.x).in(rd.qx).compute_at(at, chb).reorder_storage(x.i, x.r).vectorize(x.i, k.vector, kTail);
+  rd.qx.compute_at(at, chb);
+  reduce_in_registers(rd.qx, x.tau, rd.r_qx.x, x.i, k);
+  if (rd.qxd.defined()) rd.qxd.compute_at(at, chb).vectorize(x.tau, k.vector, kTail);
+  rd.inter.func().compute_at(at, chb);
+  reduce_in_registers(rd.inter.func(), x.m, rd.r_inter.x, x.i, k);
+  rd.intra.func().compute_at(at, chb);
+  reduce_in_registers(rd.intra.func(), x.m, rd.r_intra.x, x.i, k);
+}
+
+// Pass 2 of one chunk, everything at (at, chb).
+void schedule_slot_read_cpu(SlotRead &rd, Func at, const Var &chb, const CpuKnobs &k) {
+  const Vars &x = vars();
+  rd.out.compute_at(at, chb).vectorize(x.r, k.vector, kTail);
+  rd.ud.func().compute_at(at, chb).vectorize(x.m, k.vector, kTail);
+  if (rd.uw.func().defined()) rd.uw.func().compute_at(at, chb).vectorize(x.m, k.vector, kTail);
+  rd.inter.compute_at(at, chb);
+  reduce_in_registers(rd.inter, x.r, rd.r_inter.x, x.i, k);
+  rd.e.compute_at(at, chb);
+  reduce_in_registers(rd.e, x.tau, rd.r_e.x, x.i, k);
+  rd.intra.compute_at(at, chb);
+  reduce_in_registers(rd.intra, x.r, rd.r_intra.x, x.i, k);
+}
+
+// The output o(r, h, t, b) computed one chunk of tokens at a time, parallel over
+// chunk × batch × head; returns the fused parallel loop.
+Var schedule_output_cpu(Func o, const CpuKnobs &k) {
+  const Vars &x = vars();
+  Var bh("bh"), chb("chb"), tc("tc"), ti("ti");
+  o.split(x.t, tc, ti, k.chunk, TailStrategy::GuardWithIf).fuse(x.h, x.b, bh).fuse(tc, bh, chb)
+      .parallel(chb).vectorize(x.r, k.vector, kTail);
+  return chb;
+}
+
 }  // namespace
 
 void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
   const Vars &x = vars();
-  Var bh("bh"), chb("chb"), tc("tc"), ti("ti");
+  Var bh("bh"), chb("chb");
 
   s.modes.decay_pow.func().compute_root();
   s.mix.gram64.func().compute_root().parallel(x.h);
@@ -76,17 +116,10 @@ void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
   // Pass 1 and the mixing, one chunk at a time.
   Func p = s.p.out.func();
   p.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.m, k.vector, kTail);
-  // fq · kt within the chunk, vectorized over tau: a per-chunk copy of kt with tokens innermost.
-  s.feat.kt.in(s.p.qx).compute_at(p, chb).reorder_storage(x.i, x.r).vectorize(x.i, k.vector, kTail);
-  s.p.qx.compute_at(p, chb);
-  reduce_in_registers(s.p.qx, x.tau, s.p.r_qx.x, x.i, k);
-  s.p.inter.func().compute_at(p, chb);
-  reduce_in_registers(s.p.inter.func(), x.m, s.p.r_inter.x, x.i, k);
   // The intra-chunk read walks the decay table along m: a copy with m innermost.
   s.modes.decay_pow.func().in(s.p.intra.func()).compute_root().reorder_storage(x.m, x.n)
       .vectorize(x.m, k.vector, kTail);
-  s.p.intra.func().compute_at(p, chb);
-  reduce_in_registers(s.p.intra.func(), x.m, s.p.r_intra.x, x.i, k);
+  schedule_channel_read_cpu(s.p, s.key_in, p, chb, k);
 
   Func w = s.mix.w.func();
   w.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb);
@@ -94,23 +127,56 @@ void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
   w.update().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb);
 
   // Pass 2, computed per chunk of the output.
-  Func o = s.o;
-  o.split(x.t, tc, ti, k.chunk, TailStrategy::GuardWithIf).fuse(x.h, x.b, bh).fuse(tc, bh, chb)
-      .parallel(chb).vectorize(x.r, k.vector, kTail);
-  SlotRead &rd = s.o_read;
-  rd.out.compute_at(o, chb).vectorize(x.r, k.vector, kTail);
-  rd.ud.func().compute_at(o, chb).vectorize(x.m, k.vector, kTail);
-  rd.uw.func().compute_at(o, chb).vectorize(x.m, k.vector, kTail);
-  rd.inter.compute_at(o, chb);
-  reduce_in_registers(rd.inter, x.r, rd.r_inter.x, x.i, k);
-  rd.e.compute_at(o, chb);
-  reduce_in_registers(rd.e, x.tau, rd.r_e.x, x.i, k);
-  rd.intra.compute_at(o, chb);
-  reduce_in_registers(rd.intra, x.r, rd.r_intra.x, x.i, k);
+  schedule_slot_read_cpu(s.o_read, s.o, schedule_output_cpu(s.o, k), k);
 
   for (Func f : {s.state_k_out, s.state_v_out}) {
     f.compute_root().fuse(x.h, x.b, bh).parallel(bh);
   }
+}
+
+void schedule_bla_forward_cpu(BlaForwardStages &s, const CpuKnobs &k) {
+  const Vars &x = vars();
+  Var bh("bh"), chb("chb");
+
+  // The write weights depend on the token only, not on batch or head: one table per call.
+  s.writes.gamma_pow.compute_root();
+  s.writes.slot_rotor.compute_root();
+  s.writes.token_rotor.compute_root();
+  s.writes.phi.compute_root().parallel(x.c).vectorize(x.m, k.vector, kTail);
+
+  schedule_scan_cpu(s.key_scan, x.m, k);
+  schedule_scan_cpu(s.value_scan, x.r, k);
+
+  // Pass 1 and the softmax, one chunk at a time.
+  Func pi = s.softmax.pi.func();
+  pi.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.m, k.vector, kTail);
+  Func z = s.z.out.func();
+  z.compute_at(pi, chb).vectorize(x.m, k.vector, kTail);
+  schedule_channel_read_cpu(s.z, s.key_in, pi, chb, k);
+  s.softmax.zmax.compute_at(pi, chb);
+  s.softmax.ez.compute_at(pi, chb).vectorize(x.m, k.vector, kTail);
+  s.softmax.den.compute_at(pi, chb);
+
+  // Pass 2 forms e = π φ over slots, vectorized over tokens: a per-chunk copy of φ with
+  // tokens innermost.
+  Var ochb = schedule_output_cpu(s.o, k);
+  s.writes.write.func().in(s.o_read.e).compute_at(s.o, ochb).reorder_storage(x.i, x.m)
+      .vectorize(x.i, k.vector, kTail);
+  schedule_slot_read_cpu(s.o_read, s.o, ochb, k);
+
+  for (Func f : {s.state_k_out, s.state_v_out}) {
+    f.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  }
+}
+
+void schedule_bla_interpolate_cpu(DirichletInterpolation &d, const CpuKnobs &k) {
+  const Vars &x = vars();
+  Var bh("bh");
+  d.slot_rotor.compute_root();
+  d.point_rotor.compute_root();
+  d.weight.compute_root();
+  d.out.compute_root().fuse(x.h, x.b, bh).parallel(bh);
+  reduce_in_registers(d.out, x.r, d.r_slots.x, x.n, k);
 }
 
 }  // namespace fsattn

@@ -14,7 +14,8 @@ using namespace fsattn::test;
 
 namespace {
 
-struct Call {
+struct IdaCall {
+  static constexpr const char *kFunction = "fsattn_ida_forward";
   IdaCase c = make_ida_case({2, 5, 2, 4, 3, 2}, 1, true);
   fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_dims dims = c.dims();
@@ -31,14 +32,28 @@ struct Call {
   }
 };
 
+template <typename CallT>
 struct BadCase {
   const char *name;
-  std::function<void(Call &)> spoil;
+  std::function<void(CallT &)> spoil;
   fsattn_status status;
   const char *message;  // a substring of the message
 };
 
-const BadCase kBad[] = {
+// Runs a spoiled call: the status, the function and argument named, nothing written.
+template <typename CallT>
+void expect_refused(const BadCase<CallT> &bad) {
+  CallT call;
+  bad.spoil(call);
+  EXPECT_EQ(call.run(), bad.status);
+  std::string msg = fsattn_last_error();
+  EXPECT_NE(msg.find(CallT::kFunction), std::string::npos) << msg;
+  EXPECT_NE(msg.find(bad.message), std::string::npos) << msg;
+  for (float x : call.o) ASSERT_EQ(x, 42.0f);
+}
+
+using Call = IdaCall;
+const BadCase<IdaCall> kBad[] = {
     {"null_exec", [](Call &c) { c.e = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "exec is NULL"},
     {"bad_device", [](Call &c) { c.exec.device = fsattn_device(7); }, FSATTN_ERROR_INVALID_ARGUMENT, "exec->device"},
     {"null_dims", [](Call &c) { c.d = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "dims is NULL"},
@@ -95,20 +110,98 @@ const BadCase kBad[] = {
      FSATTN_ERROR_UNSUPPORTED, "cu_seqlens"},
 };
 
-class IdaForwardInvalid : public ::testing::TestWithParam<BadCase> {};
-
-TEST_P(IdaForwardInvalid, RefusedWithMessageAndNothingWritten) {
-  const BadCase &bad = GetParam();
-  Call call;
-  bad.spoil(call);
-  EXPECT_EQ(call.run(), bad.status);
-  std::string msg = fsattn_last_error();
-  EXPECT_NE(msg.find("fsattn_ida_forward"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(bad.message), std::string::npos) << msg;
-  for (float x : call.o) ASSERT_EQ(x, 42.0f);
-}
-
+class IdaForwardInvalid : public ::testing::TestWithParam<BadCase<IdaCall>> {};
+TEST_P(IdaForwardInvalid, RefusedWithMessageAndNothingWritten) { expect_refused(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Api, IdaForwardInvalid, ::testing::ValuesIn(kBad),
+                         [](const auto &info) { return std::string(info.param.name); });
+
+struct BlaCall {
+  static constexpr const char *kFunction = "fsattn_bla_forward";
+  BlaCase c = make_bla_case({2, 5, 2, 4, 3, 2, 7.5, 6}, 3, 1, 0.9, true);
+  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_dims dims = c.dims();
+  fsattn_bla_params p = c.params();
+  std::vector<float> log_gamma = c.log_gamma.f;
+  const float *q = c.q.ptr(), *k = c.k.ptr(), *v = c.v.ptr();
+  std::vector<float> o = std::vector<float>(2 * 5 * 2 * 3, 42.0f);
+  float *out = o.data();
+
+  fsattn_status run() {
+    p.log_gamma = p.log_gamma ? log_gamma.data() : nullptr;
+    return fsattn_bla_forward(&exec, &dims, &p, q, k, v, c.state_k.ptr(), c.state_v.ptr(), out, nullptr, nullptr);
+  }
+};
+
+const BadCase<BlaCall> kBadBla[] = {
+    {"bad_device", [](BlaCall &c) { c.exec.device = fsattn_device(-1); }, FSATTN_ERROR_INVALID_ARGUMENT, "exec->device"},
+    {"zero_batch", [](BlaCall &c) { c.dims.batch = 0; }, FSATTN_ERROR_INVALID_ARGUMENT, "dims->batch"},
+    {"huge_dk", [](BlaCall &c) { c.dims.dk = 1000; }, FSATTN_ERROR_INVALID_ARGUMENT, "dims->dk"},
+    {"negative_modes", [](BlaCall &c) { c.p.modes = -1; }, FSATTN_ERROR_INVALID_ARGUMENT, "modes"},
+    {"huge_modes", [](BlaCall &c) { c.p.modes = 257; }, FSATTN_ERROR_INVALID_ARGUMENT, "modes"},
+    {"zero_slots", [](BlaCall &c) { c.p.slots = 0; }, FSATTN_ERROR_INVALID_ARGUMENT, "slots"},
+    {"huge_slots", [](BlaCall &c) { c.p.slots = 257; }, FSATTN_ERROR_INVALID_ARGUMENT, "slots"},
+    {"zero_period", [](BlaCall &c) { c.p.period = 0; }, FSATTN_ERROR_INVALID_ARGUMENT, "period"},
+    {"negative_period", [](BlaCall &c) { c.p.period = -4; }, FSATTN_ERROR_INVALID_ARGUMENT, "period"},
+    {"tiny_period", [](BlaCall &c) { c.p.period = 1e-9; }, FSATTN_ERROR_INVALID_ARGUMENT, "period"},
+    {"nan_period", [](BlaCall &c) { c.p.period = NAN; }, FSATTN_ERROR_INVALID_ARGUMENT, "period"},
+    {"inf_period", [](BlaCall &c) { c.p.period = INFINITY; }, FSATTN_ERROR_INVALID_ARGUMENT, "period"},
+    {"negative_pos0", [](BlaCall &c) { c.p.pos0 = -1; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->pos0"},
+    {"pos0_past_2_53", [](BlaCall &c) { c.p.pos0 = (int64_t(1) << 53) - 2; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->pos0"},
+    {"nan_scale", [](BlaCall &c) { c.p.scale = NAN; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->scale"},
+    {"null_log_gamma", [](BlaCall &c) { c.p.log_gamma = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->log_gamma is NULL"},
+    {"positive_log_gamma", [](BlaCall &c) { c.log_gamma[1] = 0.5f; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->log_gamma[1]"},
+    {"nan_log_gamma", [](BlaCall &c) { c.log_gamma[0] = NAN; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->log_gamma[0]"},
+    {"minus_inf_log_gamma", [](BlaCall &c) { c.log_gamma[0] = -INFINITY; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->log_gamma[0]"},
+    {"null_q", [](BlaCall &c) { c.q = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "q is NULL"},
+    {"null_k", [](BlaCall &c) { c.k = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "k is NULL"},
+    {"null_v", [](BlaCall &c) { c.v = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "v is NULL"},
+    {"null_o", [](BlaCall &c) { c.out = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "o is NULL"},
+    {"unknown_variant", [](BlaCall &c) { c.exec.variant = "cpu_c7"; }, FSATTN_ERROR_INVALID_ARGUMENT, "cpu_c7"},
+    {"cuda_not_built", [](BlaCall &c) { c.exec.device = FSATTN_DEVICE_CUDA; }, FSATTN_ERROR_UNSUPPORTED, "CUDA"},
+};
+
+class BlaForwardInvalid : public ::testing::TestWithParam<BadCase<BlaCall>> {};
+TEST_P(BlaForwardInvalid, RefusedWithMessageAndNothingWritten) { expect_refused(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Api, BlaForwardInvalid, ::testing::ValuesIn(kBadBla),
+                         [](const auto &info) { return std::string(info.param.name); });
+
+struct InterpolateCall {
+  static constexpr const char *kFunction = "fsattn_bla_interpolate";
+  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  int64_t batch = 2, heads = 3, dim = 4, modes = 2, slots = 5, position = 10, num_lags = 6;
+  double period = 9.5;
+  std::vector<double> lag_values = {0, 1, 2.5, 3, -1, 20};
+  std::vector<float> state = std::vector<float>(2 * 3 * 5 * 4, 1.0f);
+  std::vector<float> o = std::vector<float>(2 * 3 * 6 * 4, 42.0f);
+  const double *lags = lag_values.data();
+  const float *st = state.data();
+  float *out = o.data();
+
+  fsattn_status run() {
+    return fsattn_bla_interpolate(&exec, batch, heads, dim, modes, period, slots, position, lags, num_lags, st, out);
+  }
+};
+
+const BadCase<InterpolateCall> kBadInterpolate[] = {
+    {"zero_batch", [](InterpolateCall &c) { c.batch = 0; }, FSATTN_ERROR_INVALID_ARGUMENT, "batch"},
+    {"zero_heads", [](InterpolateCall &c) { c.heads = 0; }, FSATTN_ERROR_INVALID_ARGUMENT, "heads"},
+    {"huge_dim", [](InterpolateCall &c) { c.dim = 257; }, FSATTN_ERROR_INVALID_ARGUMENT, "dim"},
+    {"negative_modes", [](InterpolateCall &c) { c.modes = -2; }, FSATTN_ERROR_INVALID_ARGUMENT, "modes"},
+    {"zero_slots", [](InterpolateCall &c) { c.slots = 0; }, FSATTN_ERROR_INVALID_ARGUMENT, "slots"},
+    {"nan_period", [](InterpolateCall &c) { c.period = NAN; }, FSATTN_ERROR_INVALID_ARGUMENT, "period"},
+    {"negative_position", [](InterpolateCall &c) { c.position = -5; }, FSATTN_ERROR_INVALID_ARGUMENT, "position"},
+    {"zero_lags", [](InterpolateCall &c) { c.num_lags = 0; }, FSATTN_ERROR_INVALID_ARGUMENT, "num_lags"},
+    {"nan_lag", [](InterpolateCall &c) { c.lag_values[3] = NAN; }, FSATTN_ERROR_INVALID_ARGUMENT, "lags[3]"},
+    {"inf_lag", [](InterpolateCall &c) { c.lag_values[5] = -INFINITY; }, FSATTN_ERROR_INVALID_ARGUMENT, "lags[5]"},
+    {"null_lags", [](InterpolateCall &c) { c.lags = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "lags is NULL"},
+    {"null_state", [](InterpolateCall &c) { c.st = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "state is NULL"},
+    {"null_out", [](InterpolateCall &c) { c.out = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "out is NULL"},
+    {"cuda_not_built", [](InterpolateCall &c) { c.exec.device = FSATTN_DEVICE_CUDA; }, FSATTN_ERROR_UNSUPPORTED, "CUDA"},
+};
+
+class BlaInterpolateInvalid : public ::testing::TestWithParam<BadCase<InterpolateCall>> {};
+TEST_P(BlaInterpolateInvalid, RefusedWithMessageAndNothingWritten) { expect_refused(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Api, BlaInterpolateInvalid, ::testing::ValuesIn(kBadInterpolate),
                          [](const auto &info) { return std::string(info.param.name); });
 
 TEST(Api, SuccessClearsTheLastError) {
@@ -134,9 +227,9 @@ TEST(Api, LastErrorIsPerThread) {
 TEST(Api, NotYetImplementedCallsSaySo) {
   fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
   EXPECT_EQ(FSATTN_ERROR_UNSUPPORTED,
-            fsattn_bla_forward(&exec, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                               nullptr, nullptr));
-  EXPECT_NE(std::string(fsattn_last_error()).find("fsattn_bla_forward"), std::string::npos);
+            fsattn_bla_backward(&exec, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_NE(std::string(fsattn_last_error()).find("fsattn_bla_backward"), std::string::npos);
   EXPECT_EQ(FSATTN_ERROR_UNSUPPORTED, fsattn_ida_step(&exec, nullptr, nullptr, nullptr, nullptr, nullptr,
                                                       nullptr, nullptr, nullptr));
   EXPECT_NE(std::string(fsattn_last_error()).find("fsattn_ida_step"), std::string::npos);
@@ -147,6 +240,8 @@ TEST(Api, VariantsAreListed) {
   EXPECT_STREQ(fsattn_variant_name(FSATTN_OP_IDA_FORWARD, FSATTN_DEVICE_CPU, 0), "cpu_c32");
   EXPECT_EQ(fsattn_variant_name(FSATTN_OP_IDA_FORWARD, FSATTN_DEVICE_CPU, 1000), nullptr);
   EXPECT_EQ(fsattn_variant_name(FSATTN_OP_IDA_FORWARD, FSATTN_DEVICE_CPU, -1), nullptr);
+  EXPECT_STREQ(fsattn_variant_name(FSATTN_OP_BLA_FORWARD, FSATTN_DEVICE_CPU, 0), "cpu_c64");
+  EXPECT_EQ(fsattn_variant_count(FSATTN_OP_BLA_INTERPOLATE, FSATTN_DEVICE_CPU), 1);
   EXPECT_STRNE(fsattn_version(), "");
 }
 

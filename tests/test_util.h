@@ -3,6 +3,7 @@
 #pragma once
 
 #include "fsattn/fsattn.h"
+#include "reference/bla_reference.h"
 #include "reference/ida_reference.h"
 
 #include <cmath>
@@ -117,6 +118,90 @@ inline IdaResult run_ida_forward(const IdaCase &c, const char *variant = nullptr
 
 inline ref::IdaOutputs reference_ida_forward(const IdaCase &c) {
   return ref::ida_forward(c.s, c.ref_params(), c.q.d, c.k.d, c.v.d, c.state_k.d, c.state_v.d);
+}
+
+// Tokens [t0, t1) of a [B,T,H,D] tensor.
+inline Tensor32 slice_tokens(const Tensor32 &x, int64_t B, int64_t T, int64_t H, int64_t D, int64_t t0,
+                             int64_t t1) {
+  std::vector<float> y;
+  for (int64_t b = 0; b < B; ++b) y.insert(y.end(), x.f.begin() + (b * T + t0) * H * D, x.f.begin() + (b * T + t1) * H * D);
+  Tensor32 t;
+  t.set(std::move(y));
+  return t;
+}
+
+// Pieces [B,T1,H,D] and [B,T2,H,D] joined along T.
+inline std::vector<float> join_tokens(const std::vector<float> &a, const std::vector<float> &b, int64_t B) {
+  std::vector<float> y;
+  const size_t na = a.size() / B, nb = b.size() / B;
+  for (int64_t i = 0; i < B; ++i) {
+    y.insert(y.end(), a.begin() + i * na, a.begin() + (i + 1) * na);
+    y.insert(y.end(), b.begin() + i * nb, b.begin() + (i + 1) * nb);
+  }
+  return y;
+}
+
+struct BlaCase {
+  ref::BlaShape s;
+  int64_t pos0 = 0;
+  float scale = 0;  // the API's: <= 0 means Dk^-1/2
+  Tensor32 q, k, v, log_gamma;
+  Tensor32 state_k, state_v;  // empty: zero initial state
+
+  fsattn_dims dims() const { return {s.B, s.T, s.H, s.Dk, s.Dv, nullptr, 0}; }
+  fsattn_bla_params params() const { return {s.M, s.W, s.S, scale, pos0, log_gamma.ptr()}; }
+  ref::BlaParams ref_params() const {
+    return {log_gamma.d, scale > 0 ? double(scale) : 1 / std::sqrt(double(s.Dk)), pos0};
+  }
+  // Tokens [t0, t1) of this case, starting from the given states, pos0 advanced.
+  BlaCase tokens(int64_t t0, int64_t t1) const {
+    BlaCase c = *this;
+    c.s.T = t1 - t0;
+    c.pos0 = pos0 + t0;
+    c.q = slice_tokens(q, s.B, s.T, s.H, s.Dk, t0, t1);
+    c.k = slice_tokens(k, s.B, s.T, s.H, s.Dk, t0, t1);
+    c.v = slice_tokens(v, s.B, s.T, s.H, s.Dv, t0, t1);
+    return c;
+  }
+};
+
+// Random activations in [-2, 2] and per-head γ in [gamma_lo, 1].
+inline BlaCase make_bla_case(ref::BlaShape s, int64_t pos0, uint64_t seed, double gamma_lo, bool with_state) {
+  std::mt19937_64 rng(seed);
+  BlaCase c;
+  c.s = s;
+  c.pos0 = pos0;
+  c.q = random_tensor(rng, s.B * s.T * s.H * s.Dk, -2, 2);
+  c.k = random_tensor(rng, s.B * s.T * s.H * s.Dk, -2, 2);
+  c.v = random_tensor(rng, s.B * s.T * s.H * s.Dv, -2, 2);
+  c.log_gamma = random_tensor(rng, s.H, std::log(gamma_lo), 0);
+  if (with_state) {
+    c.state_k = random_tensor(rng, s.B * s.H * s.S * s.Dk);
+    c.state_v = random_tensor(rng, s.B * s.H * s.S * s.Dv);
+  }
+  return c;
+}
+
+struct BlaResult {
+  fsattn_status status;
+  std::vector<float> o, state_k, state_v;
+};
+
+inline BlaResult run_bla_forward(const BlaCase &c, const char *variant = nullptr) {
+  BlaResult r;
+  r.o.assign(c.s.B * c.s.T * c.s.H * c.s.Dv, NAN);
+  r.state_k.assign(c.s.B * c.s.H * c.s.S * c.s.Dk, NAN);
+  r.state_v.assign(c.s.B * c.s.H * c.s.S * c.s.Dv, NAN);
+  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant};
+  fsattn_dims dims = c.dims();
+  fsattn_bla_params p = c.params();
+  r.status = fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
+                                c.state_v.ptr(), r.o.data(), r.state_k.data(), r.state_v.data());
+  return r;
+}
+
+inline ref::BlaOutputs reference_bla_forward(const BlaCase &c) {
+  return ref::bla_forward(c.s, c.ref_params(), c.q.d, c.k.d, c.v.d, c.state_k.d, c.state_v.d);
 }
 
 // Autoscheduled variants are benchmark baselines: they assume shapes near the estimates they

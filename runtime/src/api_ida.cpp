@@ -27,12 +27,11 @@ float check_ida_params(Validator &val, const fsattn_ida_params *p) {
 
 using namespace fsattn;
 
-extern "C" fsattn_status fsattn_ida_forward(const fsattn_exec *exec, const fsattn_dims *dims,
-                                            const fsattn_ida_params *p, const float *q, const float *k,
-                                            const float *v, const float *state_k_in,
-                                            const float *state_v_in, float *o, float *state_k_out,
-                                            float *state_v_out) {
-  clear_error();
+namespace {
+
+fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
+                          const float *q, const float *k, const float *v, const float *state_k_in,
+                          const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
   Validator val("fsattn_ida_forward");
   val.exec(exec).dims(dims);
   float eps = check_ida_params(val, p);
@@ -48,30 +47,29 @@ extern "C" fsattn_status fsattn_ida_forward(const fsattn_exec *exec, const fsatt
   const Kernel *kernel = find_kernel("fsattn_ida_forward", FSATTN_OP_IDA_FORWARD, exec->device, exec->variant, &status);
   if (kernel == nullptr) return status;
 
-  // A final state may overwrite its initial state (state_k_out == state_k_in): the kernel
-  // then reads a copy, since it writes the final state while chunks still read the initial one.
-  std::vector<float> copies[2];
-  auto state_in = [&](int which, const float *s, const float *out, int64_t D) {
-    if (s == nullptr) return Tensor::zero(5);
-    const size_t n = size_t(B * H * M * D * 2);
-    if (out != nullptr && s < out + n && out < s + n) {
-      copies[which].assign(s, s + n);
-      s = copies[which].data();
-    }
-    return Tensor(s, {2, D, M, H, B});
-  };
-  auto state_out = [](float *s, int64_t B_, int64_t H_, int64_t M_, int64_t D) {
-    return s ? Tensor(s, {2, D, M_, H_, B_}) : Tensor::scalar_sink(5);
-  };
+  std::vector<float> copies[2];  // initial states that overlap their final states
   KernelArgs args;
   args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
   args.shared(Tensor(p->gk, {Dk, H})).shared(Tensor(p->bk, {Dk, H}));
   args.shared(Tensor(p->gv, {Dv, H})).shared(Tensor(p->bv, {Dv, H}));
   args.shared(Tensor(p->log_dt, {H})).shared(Tensor(p->A_re_log, {M, H})).shared(Tensor(p->A_im, {M, H}));
   args.shared(Tensor(p->B, {2, M, H})).shared(Tensor(p->C, {2, M, M, H}));
-  args.batched(state_in(0, state_k_in, state_k_out, Dk)).batched(state_in(1, state_v_in, state_v_out, Dv));
+  args.batched(state_input(state_k_in, state_k_out, {2, Dk, M, H, B}, copies[0]));
+  args.batched(state_input(state_v_in, state_v_out, {2, Dv, M, H, B}, copies[1]));
   args.scalar(&eps);
   args.batched(Tensor(o, {Dv, H, T, B}));
-  args.batched(state_out(state_k_out, B, H, M, Dk)).batched(state_out(state_v_out, B, H, M, Dv));
+  args.batched(state_output(state_k_out, {2, Dk, M, H, B})).batched(state_output(state_v_out, {2, Dv, M, H, B}));
   return args.run(*kernel, B);
+}
+
+}  // namespace
+
+extern "C" fsattn_status fsattn_ida_forward(const fsattn_exec *exec, const fsattn_dims *dims,
+                                            const fsattn_ida_params *p, const float *q, const float *k,
+                                            const float *v, const float *state_k_in,
+                                            const float *state_v_in, float *o, float *state_k_out,
+                                            float *state_v_out) {
+  return guarded("fsattn_ida_forward", [&] {
+    return ida_forward(exec, dims, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
+  });
 }

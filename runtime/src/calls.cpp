@@ -51,6 +51,13 @@ Tensor::Tensor(const float *data, std::initializer_list<int64_t> extents)
   }
 }
 
+Tensor Tensor::float64(const double *data, std::initializer_list<int64_t> extents) {
+  Tensor t(nullptr, extents);
+  t.data_ = const_cast<double *>(data);
+  t.type_ = halide_type_t(halide_type_float, 64, 1);
+  return t;
+}
+
 Tensor Tensor::zero(int dims) {
   Tensor t;
   t.data_ = &zero_value;
@@ -69,7 +76,7 @@ Tensor Tensor::scalar_sink(int dims) {
 Tensor Tensor::slice_outer(int64_t first, int64_t count) const {
   if (sink_ || extents_[dims_ - 1] == 1) return *this;
   Tensor t = *this;
-  t.data_ = data_ + first * strides_[dims_ - 1];
+  t.data_ = static_cast<uint8_t *>(data_) + first * strides_[dims_ - 1] * (type_.bits / 8);
   t.extents_[dims_ - 1] = count;
   return t;
 }
@@ -77,7 +84,7 @@ Tensor Tensor::slice_outer(int64_t first, int64_t count) const {
 void Tensor::bind() {
   buf_ = halide_buffer_t{};
   buf_.host = reinterpret_cast<uint8_t *>(data_);
-  buf_.type = halide_type_t(halide_type_float, 32, 1);
+  buf_.type = type_;
   buf_.dimensions = dims_;
   buf_.dim = dim_.data();
   for (int d = 0; d < dims_; ++d) {
@@ -86,6 +93,22 @@ void Tensor::bind() {
     int64_t stride = strides_[d] <= std::numeric_limits<int32_t>::max() ? strides_[d] : 0;
     dim_[d] = halide_dimension_t(0, int32_t(extents_[d]), int32_t(stride));
   }
+}
+
+Tensor state_input(const float *in, const float *out, std::initializer_list<int64_t> extents,
+                   std::vector<float> &copy) {
+  if (in == nullptr) return Tensor::zero(int(extents.size()));
+  size_t n = 1;
+  for (int64_t e : extents) n *= size_t(e);
+  if (out != nullptr && in < out + n && out < in + n) {
+    copy.assign(in, in + n);
+    in = copy.data();
+  }
+  return Tensor(in, extents);
+}
+
+Tensor state_output(float *out, std::initializer_list<int64_t> extents) {
+  return out ? Tensor(out, extents) : Tensor::scalar_sink(int(extents.size()));
 }
 
 KernelArgs &KernelArgs::batched(const Tensor &t) {

@@ -18,6 +18,7 @@ class Tensor {
   static constexpr int kMaxDims = 5;
   Tensor() = default;
   Tensor(const float *data, std::initializer_list<int64_t> extents);
+  static Tensor float64(const double *data, std::initializer_list<int64_t> extents);
   // The scalar zero, readable at any index through the kernels' clamped reads (a NULL
   // initial state), or writable as a one-element sink (a NULL final state).
   static Tensor scalar_sink(int dims);
@@ -38,10 +39,19 @@ class Tensor {
   std::array<halide_dimension_t, kMaxDims> dim_{};
   std::array<int64_t, kMaxDims> strides_{};  // 64-bit: the outermost may exceed int32
   std::array<int64_t, kMaxDims> extents_{};
-  float *data_ = nullptr;
+  void *data_ = nullptr;
+  halide_type_t type_ = halide_type_t(halide_type_float, 32, 1);
   int dims_ = 0;
   bool sink_ = false;
 };
+
+// An initial state (NULL: zero). When it overlaps the final state `out` (n elements each),
+// it is first copied into `copy`: kernels write the final state while chunks still read the
+// initial one.
+Tensor state_input(const float *in, const float *out, std::initializer_list<int64_t> extents,
+                   std::vector<float> &copy);
+// A final state (NULL: a sink that is written and never read).
+Tensor state_output(float *out, std::initializer_list<int64_t> extents);
 
 // The arguments of one kernel call, in the generator's order, and the call itself.
 class KernelArgs {

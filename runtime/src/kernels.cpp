@@ -15,6 +15,7 @@ namespace {
 [[maybe_unused]] constexpr fsattn_op op_ida_backward = FSATTN_OP_IDA_BACKWARD;
 [[maybe_unused]] constexpr fsattn_op op_bla_forward = FSATTN_OP_BLA_FORWARD;
 [[maybe_unused]] constexpr fsattn_op op_bla_backward = FSATTN_OP_BLA_BACKWARD;
+[[maybe_unused]] constexpr fsattn_op op_bla_interpolate = FSATTN_OP_BLA_INTERPOLATE;
 [[maybe_unused]] constexpr fsattn_device device_cpu = FSATTN_DEVICE_CPU;
 [[maybe_unused]] constexpr fsattn_device device_cuda = FSATTN_DEVICE_CUDA;
 
@@ -32,6 +33,7 @@ const char *op_name(fsattn_op op) {
     case FSATTN_OP_IDA_BACKWARD: return "ida_backward";
     case FSATTN_OP_BLA_FORWARD: return "bla_forward";
     case FSATTN_OP_BLA_BACKWARD: return "bla_backward";
+    case FSATTN_OP_BLA_INTERPOLATE: return "bla_interpolate";
   }
   return "unknown op";
 }

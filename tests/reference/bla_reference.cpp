@@ -2,17 +2,88 @@
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
 
 namespace fsattn::ref {
+
+double dirichlet(int64_t M, double W, double x) {
+  double d = 1.0;
+  for (int64_t m = 1; m <= M; ++m) d += 2.0 * std::cos(2.0 * M_PI * double(m) * x / W);
+  return d;
+}
 
 double dirichlet_weight(int64_t M, double W, int64_t S, int64_t j, int64_t t) {
   // Reduce the position first: double(t) is exact up to 2^53 and fmod is exact, so the phase
   // keeps full precision however large t is (cos of 2πm·t/W with a huge t would not).
   const double r = std::fmod(double(t), W);
-  const double x = double(j) * W / double(S) - r;  // a_j − (t mod W)
-  double d = 1.0;                                   // D_M(x) = 1 + 2 Σ_{m=1..M} cos(2π m x / W)
-  for (int64_t m = 1; m <= M; ++m) d += 2.0 * std::cos(2.0 * M_PI * double(m) * x / W);
-  return d / W;
+  return dirichlet(M, W, double(j) * W / double(S) - r) / W;  // a_j − (t mod W)
+}
+
+std::vector<double> bla_interpolate(int64_t B, int64_t H, int64_t D, int64_t M, double W, int64_t S,
+                                    int64_t position, const std::vector<double> &lags,
+                                    const std::vector<double> &state) {
+  const int64_t N = int64_t(lags.size());
+  const double phase = std::fmod(double(position), W);
+  std::vector<double> out(B * H * N * D, 0.0);
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < S; ++j) {
+        const double w = dirichlet(M, W, double(j) * W / double(S) - (phase - lags[n])) / double(S);
+        for (int64_t r = 0; r < D; ++r) out[(bh * N + n) * D + r] += w * state[(bh * S + j) * D + r];
+      }
+  return out;
+}
+
+std::vector<double> exact_window_attention(const BlaShape &s, double scale, const std::vector<double> &q,
+                                           const std::vector<double> &k, const std::vector<double> &v) {
+  std::vector<double> o(s.B * s.T * s.H * s.Dv);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h)
+      for (int64_t i = 0; i < s.T; ++i) {
+        const double *qi = &q[((b * s.T + i) * s.H + h) * s.Dk];
+        std::vector<double> e(i + 1);
+        double den = double(s.S - i - 1);  // the empty slots: exp(0) each
+        for (int64_t tau = 0; tau <= i; ++tau) {
+          double dot = 0;
+          for (int64_t r = 0; r < s.Dk; ++r) dot += qi[r] * k[((b * s.T + tau) * s.H + h) * s.Dk + r];
+          den += (e[tau] = std::exp(scale * dot));
+        }
+        for (int64_t col = 0; col < s.Dv; ++col) {
+          double acc = 0;
+          for (int64_t tau = 0; tau <= i; ++tau) acc += e[tau] * v[((b * s.T + tau) * s.H + h) * s.Dv + col];
+          o[((b * s.T + i) * s.H + h) * s.Dv + col] = acc / den;
+        }
+      }
+  return o;
+}
+
+std::vector<double> fourier_slot_state(const BlaShape &s, int64_t D, const std::vector<double> &log_gamma,
+                                       int64_t pos0, const std::vector<double> &x) {
+  using cd = std::complex<double>;
+  const int64_t M = s.M;
+  std::vector<double> out(s.B * s.H * s.S * D);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h) {
+      const double gamma = std::exp(log_gamma[h]);
+      std::vector<cd> F((2 * M + 1) * D, 0.0);  // F[m + M][r]
+      for (int64_t i = 0; i < s.T; ++i) {
+        const double t = std::fmod(double(pos0 + i), s.W);
+        for (int64_t m = -M; m <= M; ++m) {
+          const cd rot = std::polar(1.0, -2 * M_PI * double(m) / s.W * t);
+          for (int64_t r = 0; r < D; ++r)
+            F[(m + M) * D + r] = gamma * F[(m + M) * D + r] + rot * x[((b * s.T + i) * s.H + h) * D + r];
+        }
+      }
+      for (int64_t j = 0; j < s.S; ++j) {
+        const double a = double(j) * s.W / double(s.S);
+        for (int64_t r = 0; r < D; ++r) {
+          cd acc = 0;
+          for (int64_t m = -M; m <= M; ++m) acc += std::polar(1.0, 2 * M_PI * double(m) / s.W * a) * F[(m + M) * D + r];
+          out[((b * s.H + h) * s.S + j) * D + r] = acc.real() / s.W;
+        }
+      }
+    }
+  return out;
 }
 
 BlaOutputs bla_forward(const BlaShape &s, const BlaParams &p, const std::vector<double> &q,

@@ -28,6 +28,7 @@ extern "C" {
 
 #define FSATTN_MAX_FEATURE 256   /* largest dk, dv, modes, slots */
 #define FSATTN_MAX_HEADS 65536   /* largest heads */
+#define FSATTN_BLA_MIN_PERIOD 1e-6  /* smallest BLA period W, in tokens */
 
 typedef enum {
   FSATTN_OK = 0,
@@ -69,9 +70,11 @@ typedef struct {                       /* gradients, same shapes as the paramete
   float *gk, *bk, *gv, *bv, *log_dt, *A_re_log, *A_im, *B, *C;
 } fsattn_ida_grads;
 
+/* BLA positions are exact up to 2^53: the kernel reduces pos0 modulo W in double on the
+   host, then forms each token's phase from it (pos0 + seqlen must not exceed 2^53). */
 typedef struct {
   int64_t modes;                       /* M >= 0 */
-  double period;                       /* W > 0 */
+  double period;                       /* W >= FSATTN_BLA_MIN_PERIOD, any real */
   int64_t slots;                       /* S >= 1 */
   float scale;                         /* <= 0 means Dk^-1/2 */
   int64_t pos0;                        /* absolute position of the first token (>= 0) */
@@ -115,6 +118,21 @@ fsattn_status fsattn_bla_step(const fsattn_exec *exec, const fsattn_dims *dims,
     const fsattn_bla_params *p, const float *q, const float *k, const float *v,
     float *state_k, float *state_v, float *o);
 
+/* The blurry window held by a BLA slot state (SPEC.md §2): reconstructs the key (or value)
+   history by Dirichlet interpolation of the S slots,
+       out[b,h,n,:] = (1/S) Σ_j D_M(a_j − (position − lags[n])) state[b,h,j,:],
+   with a_j = j·W/S, D_M(x) = 1 + 2 Σ_{m=1..M} cos(2π m x / W). `position` is the absolute
+   position of the newest token written into the state (pos0 + seqlen − 1 of the forward call
+   that returned it); lag 0 is that token and lags may be fractional. When S >= 2M+1 this is
+   exact trigonometric interpolation: the result at lag ℓ is Σ_τ γ^(t−τ) D_M(t−ℓ−τ)/W k_τ,
+   a low-pass copy of the keys around token t−ℓ (tokens a period W apart alias). With fewer
+   slots the slots under-sample the window and the result is that of the formula above.
+   state [batch,heads,slots,dim], lags [num_lags] (finite, |lag| <= 2^53),
+   out [batch,heads,num_lags,dim]. */
+fsattn_status fsattn_bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads,
+    int64_t dim, int64_t modes, double period, int64_t slots, int64_t position,
+    const double *lags, int64_t num_lags, const float *state, float *out);
+
 const char *fsattn_last_error(void);   /* this thread's message for its last failed call */
 const char *fsattn_version(void);
 
@@ -135,7 +153,8 @@ typedef enum {
   FSATTN_OP_IDA_FORWARD = 0,
   FSATTN_OP_IDA_BACKWARD = 1,
   FSATTN_OP_BLA_FORWARD = 2,
-  FSATTN_OP_BLA_BACKWARD = 3
+  FSATTN_OP_BLA_BACKWARD = 3,
+  FSATTN_OP_BLA_INTERPOLATE = 4
 } fsattn_op;
 
 /* Number of compiled variants of `op` for `device` (0 if none). */

@@ -1,0 +1,52 @@
+#include "bla_forward.h"
+
+using namespace Halide;
+
+namespace fsattn {
+
+namespace {
+CxFunc real_state(const Func &stored, const std::string &name) {
+  const Vars &x = vars();
+  CxFunc f(name, true);
+  f.define({x.r, x.m, x.h, x.b}, Cx(stored(x.r, x.m, x.h, x.b)));
+  return f;
+}
+
+Func final_state(const CxFunc &state, const Expr &last_chunk, const std::string &name) {
+  const Vars &x = vars();
+  Func f(name);
+  f(x.r, x.m, x.h, x.b) = state(x.r, x.m, last_chunk, x.h, x.b).re;
+  return f;
+}
+}  // namespace
+
+BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk) {
+  const Vars &x = vars();
+  BlaForwardStages s{ChunkGrid(in.seqlen, chunk)};
+  const ChunkGrid &g = s.grid;
+
+  s.q = chunked(in.q, g, "q_chunked");
+  s.k = chunked(in.k, g, "k_chunked");
+  s.v = chunked(in.v, g, "v_chunked");
+  s.writes = bla_writes(in.log_gamma, in.phase, in.modes, in.period, in.slots, g);
+
+  s.key_in = {s.writes.decay_pow, false, s.writes.write, true, s.k,
+              real_state(in.state_k_in, "init_k"), in.slots, in.dk};
+  s.key_scan = chunked_scan(s.key_in, g);
+  s.z = read_by_channels(s.key_in, s.key_scan, s.q, g, "z");
+
+  s.softmax = bla_softmax(s.z.out, in.scale, in.slots);
+
+  s.value_in = {s.writes.decay_pow, false, s.writes.write, true, s.v,
+                real_state(in.state_v_in, "init_v"), in.slots, in.dv};
+  s.value_scan = chunked_scan(s.value_in, g);
+  s.o_read = read_by_slots(s.value_in, s.value_scan, s.softmax.pi, g, "o");
+
+  s.o = Func("o");
+  s.o(x.r, x.h, x.t, x.b) = s.o_read.out(x.r, x.t % chunk, x.t / chunk, x.h, x.b);
+  s.state_k_out = final_state(s.key_scan.state, g.N, "state_k_out");
+  s.state_v_out = final_state(s.value_scan.state, g.N, "state_v_out");
+  return s;
+}
+
+}  // namespace fsattn

@@ -1,0 +1,134 @@
+// fsattn_bla_*: validation, then the chosen BLA kernel.
+#include "calls.h"
+#include "kernels.h"
+#include "status.h"
+#include "validate.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+using namespace fsattn;
+
+namespace {
+
+// Positions are formed in double: beyond 2^53 consecutive tokens are no longer distinct.
+constexpr int64_t kMaxPosition = int64_t(1) << 53;
+
+std::string number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+// M, W and S, shared by the forward pass and the interpolation.
+void check_window(Validator &val, int64_t modes, double period, int64_t slots) {
+  val.range("modes", modes, 0, FSATTN_MAX_FEATURE).range("slots", slots, 1, FSATTN_MAX_FEATURE);
+  val.finite("period", period);
+  if (val.ok() && !(period >= FSATTN_BLA_MIN_PERIOD)) {
+    val.fail(FSATTN_ERROR_INVALID_ARGUMENT,
+             "period = " + number(period) + " must be at least " + number(FSATTN_BLA_MIN_PERIOD) + " tokens");
+  }
+}
+
+// t mod W for an absolute position, exactly (fmod is exact, and t <= 2^53 is exact in double).
+double phase_of(int64_t position, double period) { return std::fmod(double(position), period); }
+
+fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
+                          const float *q, const float *k, const float *v, const float *state_k_in,
+                          const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
+  Validator val("fsattn_bla_forward");
+  val.exec(exec).dims(dims).pointer("p", p);
+  if (!val.ok()) return val.status();
+  check_window(val, p->modes, p->period, p->slots);
+  val.range("p->pos0", p->pos0, 0, kMaxPosition - dims->seqlen);
+  val.finite("p->scale", p->scale).pointer("p->log_gamma", p->log_gamma);
+  val.pointer("q", q).pointer("k", k).pointer("v", v).pointer("o", o);
+  if (!val.ok()) return val.status();
+  const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
+  const int64_t S = p->slots;
+  for (int64_t h = 0; h < H && val.ok(); ++h) {
+    const float g = p->log_gamma[h];
+    if (!(std::isfinite(g) && g <= 0)) {
+      val.fail(FSATTN_ERROR_INVALID_ARGUMENT, "p->log_gamma[" + std::to_string(h) + "] = " + number(g) +
+                                                  " must be finite and <= 0 (a decay gamma <= 1)");
+    }
+  }
+  val.elements("q", {B, T, H, Dk}).elements("o", {B, T, H, Dv});
+  val.elements("state_k", {B, H, S, Dk}).elements("state_v", {B, H, S, Dv});
+  if (!val.ok()) return val.status();
+
+  fsattn_status status = FSATTN_OK;
+  const Kernel *kernel = find_kernel("fsattn_bla_forward", FSATTN_OP_BLA_FORWARD, exec->device, exec->variant, &status);
+  if (kernel == nullptr) return status;
+
+  double phase = phase_of(p->pos0, p->period), period = p->period;
+  int32_t modes = int32_t(p->modes), slots = int32_t(S);
+  float scale = p->scale > 0 ? p->scale : float(1.0 / std::sqrt(double(Dk)));
+  std::vector<float> copies[2];  // initial states that overlap their final states
+  KernelArgs args;
+  args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
+  args.shared(Tensor(p->log_gamma, {H}));
+  args.batched(state_input(state_k_in, state_k_out, {Dk, S, H, B}, copies[0]));
+  args.batched(state_input(state_v_in, state_v_out, {Dv, S, H, B}, copies[1]));
+  args.scalar(&phase).scalar(&period).scalar(&modes).scalar(&slots).scalar(&scale);
+  args.batched(Tensor(o, {Dv, H, T, B}));
+  args.batched(state_output(state_k_out, {Dk, S, H, B})).batched(state_output(state_v_out, {Dv, S, H, B}));
+  return args.run(*kernel, B);
+}
+
+fsattn_status bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads, int64_t dim,
+                              int64_t modes, double period, int64_t slots, int64_t position,
+                              const double *lags, int64_t num_lags, const float *state, float *out) {
+  Validator val("fsattn_bla_interpolate");
+  val.exec(exec);
+  val.range("batch", batch, 1, INT32_MAX).range("heads", heads, 1, FSATTN_MAX_HEADS);
+  val.range("dim", dim, 1, FSATTN_MAX_FEATURE);
+  check_window(val, modes, period, slots);
+  val.range("position", position, 0, kMaxPosition).range("num_lags", num_lags, 1, INT32_MAX);
+  val.pointer("lags", lags).pointer("state", state).pointer("out", out);
+  for (int64_t n = 0; n < num_lags && val.ok(); ++n) {
+    if (!(std::abs(lags[n]) <= double(kMaxPosition))) {
+      val.fail(FSATTN_ERROR_INVALID_ARGUMENT,
+               "lags[" + std::to_string(n) + "] = " + number(lags[n]) + " is not a finite lag within 2^53");
+    }
+  }
+  val.elements("state", {batch, heads, slots, dim}).elements("out", {batch, heads, num_lags, dim});
+  if (!val.ok()) return val.status();
+
+  fsattn_status status = FSATTN_OK;
+  const Kernel *kernel =
+      find_kernel("fsattn_bla_interpolate", FSATTN_OP_BLA_INTERPOLATE, exec->device, exec->variant, &status);
+  if (kernel == nullptr) return status;
+
+  double phase = phase_of(position, period);
+  int32_t m = int32_t(modes);
+  KernelArgs args;
+  args.batched(Tensor(state, {dim, slots, heads, batch}));
+  args.shared(Tensor::float64(lags, {num_lags}));
+  args.scalar(&phase).scalar(&period).scalar(&m);
+  args.batched(Tensor(out, {dim, num_lags, heads, batch}));
+  return args.run(*kernel, batch);
+}
+
+}  // namespace
+
+extern "C" fsattn_status fsattn_bla_forward(const fsattn_exec *exec, const fsattn_dims *dims,
+                                            const fsattn_bla_params *p, const float *q, const float *k,
+                                            const float *v, const float *state_k_in,
+                                            const float *state_v_in, float *o, float *state_k_out,
+                                            float *state_v_out) {
+  return guarded("fsattn_bla_forward", [&] {
+    return bla_forward(exec, dims, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
+  });
+}
+
+extern "C" fsattn_status fsattn_bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads,
+                                                int64_t dim, int64_t modes, double period, int64_t slots,
+                                                int64_t position, const double *lags, int64_t num_lags,
+                                                const float *state, float *out) {
+  return guarded("fsattn_bla_interpolate", [&] {
+    return bla_interpolate(exec, batch, heads, dim, modes, period, slots, position, lags, num_lags, state, out);
+  });
+}
