@@ -40,12 +40,42 @@ void ida_forward(benchmark::State &state, std::string variant, ref::IdaShape s) 
       benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void bla_forward(benchmark::State &state, std::string variant, ref::BlaShape s) {
+  BlaCase c = make_bla_case(s, 0, 42, 0.9, true);
+  std::vector<float> o(s.B * s.T * s.H * s.Dv), sk(c.state_k.f.size()), sv(c.state_v.f.size());
+  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant.c_str()};
+  fsattn_dims dims = c.dims();
+  fsattn_bla_params p = c.params();
+  for (auto _ : state) {
+    fsattn_status st = fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
+                                          c.state_v.ptr(), o.data(), sk.data(), sv.data());
+    if (st != FSATTN_OK) {
+      state.SkipWithError(fsattn_last_error());
+      break;
+    }
+    benchmark::DoNotOptimize(o.data());
+  }
+  const double tokens = double(s.B * s.T * s.H);
+  state.counters["tokens/s"] = benchmark::Counter(double(s.B * s.T), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      tokens * bench::bla_forward_flops_per_token(double(s.S), s.Dk, s.Dv, chunk_of(variant)) * 1e-9,
+      benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The shape of the IDA issue: B=2, T=2048, H=4, Dk=Dv=64, M=64.
 const ref::IdaShape kIdaShape{2, 2048, 4, 64, 64, 64};
+// The shape of the BLA issue: B=2, T=2048, H=4, Dk=Dv=64, S=64, M=31, W=256.
+const ref::BlaShape kBlaShape{2, 2048, 4, 64, 64, 31, 256.0, 64};
 
 int register_all() {
   for (const std::string &v : cpu_variants(FSATTN_OP_IDA_FORWARD)) {
     benchmark::RegisterBenchmark(("ida_forward/cpu/" + v).c_str(), ida_forward, v, kIdaShape)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(1.0);
+  }
+  for (const std::string &v : cpu_variants(FSATTN_OP_BLA_FORWARD)) {
+    benchmark::RegisterBenchmark(("bla_forward/cpu/" + v).c_str(), bla_forward, v, kBlaShape)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(1.0);

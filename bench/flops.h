@@ -18,4 +18,15 @@ inline double ida_forward_flops_per_token(double M, double Dk, double Dv, double
   return 8 * M * (Dk + Dv) + 2 * L * Dk + 6 * M * (L + 1) + 8 * M * M + (L + 1) * Dv;
 }
 
+// BLA forward, per token with S slots and chunk length L (SPEC.md §2, §3):
+//   key carry + key read through the chunk state      4 S Dk
+//   q·k within the chunk                              2 L Dk
+//   key read within the chunk (causal half)           S (L+1)
+//   value carry + value read through the chunk state  4 S Dv
+//   value weights π·φ within the chunk                2 S L
+//   value read within the chunk (causal half)         (L+1) Dv
+inline double bla_forward_flops_per_token(double S, double Dk, double Dv, double L) {
+  return 4 * S * (Dk + Dv) + 2 * L * Dk + S * (L + 1) + 2 * S * L + (L + 1) * Dv;
+}
+
 }  // namespace fsattn::bench

@@ -20,14 +20,14 @@ Func final_state(const CxFunc &state, const Expr &last_chunk, const std::string 
 }
 }  // namespace
 
-BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk) {
+BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk, bool masked) {
   const Vars &x = vars();
-  BlaForwardStages s{ChunkGrid(in.seqlen, chunk)};
+  BlaForwardStages s{ChunkGrid(in.seqlen, chunk, masked)};
   const ChunkGrid &g = s.grid;
 
-  s.q = chunked(in.q, g, "q_chunked");
-  s.k = chunked(in.k, g, "k_chunked");
-  s.v = chunked(in.v, g, "v_chunked");
+  s.q = chunked(in.q, in.dk, g, "q_chunked");
+  s.k = chunked(in.k, in.dk, g, "k_chunked");
+  s.v = chunked(in.v, in.dv, g, "v_chunked");
   s.writes = bla_writes(in.log_gamma, in.phase, in.modes, in.period, in.slots, g);
 
   s.key_in = {s.writes.decay_pow, false, s.writes.write, true, s.k,

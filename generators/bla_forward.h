@@ -28,6 +28,7 @@ struct BlaForwardStages {
   Halide::Func state_k_out, state_v_out;   // (r, m, h, b)
 };
 
-BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk);
+// masked: see ChunkGrid::masked.
+BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk, bool masked = false);
 
 }  // namespace fsattn

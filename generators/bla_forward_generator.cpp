@@ -13,6 +13,13 @@ class BlaForwardGenerator : public Generator<BlaForwardGenerator> {
  public:
   GeneratorParam<int> chunk{"chunk", 64};   // tokens per chunk (L)
   GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
+  GeneratorParam<int> tile_vectors{"tile_vectors", 2};  // register tiles (knobs.h)
+  GeneratorParam<int> tile_rows{"tile_rows", 4};
+  // The form Halide 14's autoschedulers can schedule, for the baselines: intra-chunk
+  // reductions masked (ChunkGrid::masked), and the channel, mode/slot and head counts fixed
+  // to the benchmark shape's (they unroll loops whose extents are not constants otherwise).
+  // Such a kernel refuses other sizes with a Halide error.
+  GeneratorParam<bool> baseline{"baseline", false};
 
   Input<Buffer<float>> q{"q", 4};                    // [B,T,H,Dk] as (d, h, t, b)
   Input<Buffer<float>> k{"k", 4};                    // [B,T,H,Dk] as (d, h, t, b)
@@ -30,22 +37,38 @@ class BlaForwardGenerator : public Generator<BlaForwardGenerator> {
   Output<Buffer<float>> state_k_out{"state_k_out", 4};  // [B,H,S,Dk] as (d, m, h, b)
   Output<Buffer<float>> state_v_out{"state_v_out", 4};  // [B,H,S,Dv] as (r, m, h, b)
 
+  // The benchmark shape: estimates for the autoschedulers, fixed sizes for the baselines.
+  static constexpr int kB = 2, kT = 2048, kH = 4, kD = 64, kS = 64, kM = 31;
+
   void generate() {
+    Expr num_slots = slots;
+    if (baseline) {
+      for (Input<Buffer<float>> *x : {&q, &k, &v}) x->dim(0).set_bounds(0, kD).dim(1).set_bounds(0, kH);
+      log_gamma.dim(0).set_bounds(0, kH);
+      num_slots = kS;
+    }
     // A NULL initial state arrives as a one-element zero buffer; repeat_edge reads it
     // everywhere. A real state has the full extent, so the clamp never moves an index.
     BlaForwardInputs in{q, k, v, log_gamma,
                         BoundaryConditions::repeat_edge(state_k_in),
                         BoundaryConditions::repeat_edge(state_v_in),
-                        phase, period, modes, slots, scale,
+                        phase, period, modes, num_slots, scale,
                         q.dim(0).extent(), v.dim(0).extent(), q.dim(2).extent()};
-    stages = bla_forward_algorithm(in, chunk);
+    stages = bla_forward_algorithm(in, chunk, baseline);
+    if (baseline) {
+      const Vars &x = vars();
+      Func checked("o_checked");
+      checked(x.r, x.h, x.t, x.b) = require(slots == kS, stages.o(x.r, x.h, x.t, x.b),
+                                            "this baseline kernel was compiled for slots =", kS);
+      stages.o = checked;
+    }
     o = stages.o;
     state_k_out = stages.state_k_out;
     state_v_out = stages.state_v_out;
   }
 
   void schedule() {
-    const int B = 2, T = 2048, H = 4, D = 64, S = 64;  // the benchmark shape (M = 31, W = 256)
+    const int B = kB, T = kT, H = kH, D = kD, S = kS;
     q.set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
     k.set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
     v.set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
@@ -54,7 +77,7 @@ class BlaForwardGenerator : public Generator<BlaForwardGenerator> {
     state_v_in.set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
     phase.set_estimate(0.0);
     period.set_estimate(256.0);
-    modes.set_estimate(31);
+    modes.set_estimate(kM);
     slots.set_estimate(S);
     scale.set_estimate(0.125f);
     o.set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
@@ -69,6 +92,8 @@ class BlaForwardGenerator : public Generator<BlaForwardGenerator> {
     CpuKnobs knobs;
     knobs.chunk = chunk;
     knobs.vector = vector > 0 ? int(vector) : get_target().natural_vector_size<float>();
+    knobs.tile_vectors = tile_vectors;
+    knobs.tile_rows = tile_rows;
     schedule_bla_forward_cpu(stages, knobs);
   }
 

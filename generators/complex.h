@@ -82,6 +82,15 @@ class CxFunc {
       f_(args) = Halide::Tuple(value.re, value.imag());
     }
   }
+  // f(args) = undef: a pure definition that writes nothing, for Funcs whose updates fill
+  // every value that is read
+  void define_undef(const std::vector<Halide::Var> &args) {
+    if (real_) {
+      f_(args) = Halide::undef<float>();
+    } else {
+      f_(args) = Halide::Tuple(Halide::undef<float>(), Halide::undef<float>());
+    }
+  }
   // f(args) = value, for an update definition (args may hold RVars)
   void update(const std::vector<Halide::Expr> &args, const Cx &value) {
     if (real_) {

@@ -30,21 +30,43 @@ struct ChunkGrid {
   Halide::Expr T;  // tokens in the call
   int L;           // chunk length (a schedule knob; results do not depend on it)
   Halide::Expr N;  // number of chunks, ceil(T / L)
+  // How reductions over the earlier tokens tau <= i of a chunk are bounded: by i (half the
+  // work), or, when masked, over the whole chunk with later tokens multiplied by zero. Halide
+  // 14's autoschedulers emit invalid schedules (unrolled loops whose extent depends on i) for
+  // the bounded form, so their baselines are built masked.
+  bool masked = false;
 
-  ChunkGrid(Halide::Expr T_, int L_) : T(std::move(T_)), L(L_), N((T + (L_ - 1)) / L_) {}
+  ChunkGrid(Halide::Expr T_, int L_, bool masked_ = false)
+      : T(std::move(T_)), L(L_), N((T + (L_ - 1)) / L_), masked(masked_) {}
   Halide::Expr token(const Halide::Expr &i, const Halide::Expr &c) const { return c * L + i; }
   // Tokens actually present in chunk c.
   Halide::Expr length(const Halide::Expr &c) const { return Halide::min(L, T - c * L); }
   Halide::Expr valid(const Halide::Expr &i, const Halide::Expr &c) const { return token(i, c) < T; }
+
+  // The tokens tau <= i of a chunk, as a reduction domain, and a term of its reduction.
+  Halide::RDom earlier_tokens(const Halide::Var &i, const std::string &name) const {
+    Halide::RDom r(0, L, name);
+    if (!masked) r.where(r.x <= i);
+    return r;
+  }
+  // The mask multiplies: Halide trims the bounds of Funcs called inside a select's branches
+  // by its condition, which would bring back the bounds that depend on i.
+  Halide::Expr causal(const Halide::Expr &term, const Halide::RVar &tau, const Halide::Var &i) const {
+    return masked ? term * Halide::cast(term.type(), tau <= i) : term;
+  }
 };
 
-// x(d, h, t, b) viewed chunk by chunk as (d, i, c, h, b), zero past the last token.
-inline Halide::Func chunked(const Halide::Func &x, const ChunkGrid &g, const std::string &name) {
+// x(d, h, t, b) with `channels` values of d, viewed chunk by chunk as (d, i, c, h, b); zero
+// past the last token and past the last channel, so that schedules may compute whole
+// register tiles beyond the true sizes without reading outside the input.
+inline Halide::Func chunked(const Halide::Func &x, const Halide::Expr &channels, const ChunkGrid &g,
+                            const std::string &name) {
   const Vars &v = vars();
   Halide::Func f(name);
   Halide::Expr t = g.token(v.i, v.c);
   f(v.r, v.i, v.c, v.h, v.b) =
-      Halide::select(t < g.T, x(v.r, v.h, Halide::min(t, g.T - 1), v.b), 0.0f);
+      Halide::select(t < g.T && v.r < channels,
+                     x(Halide::min(v.r, channels - 1), v.h, Halide::min(t, g.T - 1), v.b), 0.0f);
   return f;
 }
 

@@ -23,9 +23,9 @@ Func store_complex(const CxFunc &state, const Expr &last_chunk, const std::strin
 }
 }  // namespace
 
-IdaForwardStages ida_forward_algorithm(const IdaForwardInputs &in, int chunk) {
+IdaForwardStages ida_forward_algorithm(const IdaForwardInputs &in, int chunk, bool masked) {
   const Vars &x = vars();
-  IdaForwardStages s{ChunkGrid(in.seqlen, chunk)};
+  IdaForwardStages s{ChunkGrid(in.seqlen, chunk, masked)};
   const ChunkGrid &g = s.grid;
 
   s.feat = ida_features(in.q, in.k, in.v, in.gk, in.bk, in.gv, in.bv, in.eps, in.dk, in.dv, g);

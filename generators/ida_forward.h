@@ -31,6 +31,7 @@ struct IdaForwardStages {
   Halide::Func state_k_out, state_v_out;  // (ri, r, m, h, b)
 };
 
-IdaForwardStages ida_forward_algorithm(const IdaForwardInputs &in, int chunk);
+// masked: see ChunkGrid::masked.
+IdaForwardStages ida_forward_algorithm(const IdaForwardInputs &in, int chunk, bool masked = false);
 
 }  // namespace fsattn

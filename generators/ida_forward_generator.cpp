@@ -13,6 +13,13 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator> {
  public:
   GeneratorParam<int> chunk{"chunk", 32};  // tokens per chunk (L)
   GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
+  GeneratorParam<int> tile_vectors{"tile_vectors", 2};  // register tiles (knobs.h)
+  GeneratorParam<int> tile_rows{"tile_rows", 4};
+  // The form Halide 14's autoschedulers can schedule, for the baselines: intra-chunk
+  // reductions masked (ChunkGrid::masked), and the channel, mode/slot and head counts fixed
+  // to the benchmark shape's (they unroll loops whose extents are not constants otherwise).
+  // Such a kernel refuses other sizes with a Halide error.
+  GeneratorParam<bool> baseline{"baseline", false};
 
   Input<Buffer<float>> q{"q", 4};            // [B,T,H,Dk] as (d, h, t, b)
   Input<Buffer<float>> k{"k", 4};            // [B,T,H,Dk] as (d, h, t, b)
@@ -34,7 +41,20 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator> {
   Output<Buffer<float>> state_k_out{"state_k_out", 5};  // [B,H,M,Dk,2] as (ri, d, m, h, b)
   Output<Buffer<float>> state_v_out{"state_v_out", 5};  // [B,H,M,Dv,2] as (ri, r, m, h, b)
 
+  // The benchmark shape: estimates for the autoschedulers, fixed sizes for the baselines.
+  static constexpr int kB = 2, kT = 2048, kH = 4, kD = 64, kM = 64;
+
   void generate() {
+    if (baseline) {
+      for (Input<Buffer<float>> *x : {&q, &k, &v, &gk, &bk, &gv, &bv}) {
+        x->dim(0).set_bounds(0, kD);
+        x->dim(1).set_bounds(0, kH);
+      }
+      log_dt.dim(0).set_bounds(0, kH);
+      for (Input<Buffer<float>> *x : {&a_re_log, &a_im}) x->dim(0).set_bounds(0, kM).dim(1).set_bounds(0, kH);
+      b_mode.dim(1).set_bounds(0, kM).dim(2).set_bounds(0, kH);
+      c_mix.dim(1).set_bounds(0, kM).dim(2).set_bounds(0, kM).dim(3).set_bounds(0, kH);
+    }
     // A NULL initial state arrives as a one-element zero buffer; repeat_edge reads it
     // everywhere. A real state has the full extent, so the clamp never moves an index.
     IdaForwardInputs in{q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix,
@@ -42,14 +62,14 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator> {
                         BoundaryConditions::repeat_edge(state_v_in),
                         eps, q.dim(0).extent(), v.dim(0).extent(), a_im.dim(0).extent(),
                         q.dim(2).extent()};
-    stages = ida_forward_algorithm(in, chunk);
+    stages = ida_forward_algorithm(in, chunk, baseline);
     o = stages.o;
     state_k_out = stages.state_k_out;
     state_v_out = stages.state_v_out;
   }
 
   void schedule() {
-    const int B = 2, T = 2048, H = 4, D = 64, M = 64;  // the benchmark shape
+    const int B = kB, T = kT, H = kH, D = kD, M = kM;
     q.set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
     k.set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
     v.set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
@@ -75,6 +95,8 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator> {
     CpuKnobs knobs;
     knobs.chunk = chunk;
     knobs.vector = vector > 0 ? int(vector) : get_target().natural_vector_size<float>();
+    knobs.tile_vectors = tile_vectors;
+    knobs.tile_rows = tile_rows;
     schedule_ida_forward_cpu(stages, knobs);
   }
 

@@ -13,9 +13,9 @@ IdaFeatures ida_features(const Func &q, const Func &k, const Func &v, const Func
                          const ChunkGrid &g) {
   const Vars &x = vars();
   IdaFeatures f;
-  f.q = chunked(q, g, "q_chunked");
-  f.k = chunked(k, g, "k_chunked");
-  f.v = chunked(v, g, "v_chunked");
+  f.q = chunked(q, dk, g, "q_chunked");
+  f.k = chunked(k, dk, g, "k_chunked");
+  f.v = chunked(v, dv, g, "v_chunked");
   f.rk = RDom(0, dk, "rk");
   f.rv = RDom(0, dv, "rv");
 

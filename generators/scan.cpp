@@ -6,6 +6,15 @@ namespace fsattn {
 
 namespace {
 Cx zero_like(bool real) { return real ? Cx(0.0f) : Cx(0.0f, 0.0f); }
+
+// λ^(i - tau) for one decay per head, as an L×L table per head (0 above the diagonal is
+// never read: every use is masked by tau <= i).
+Func decay_by_lag(const ScanInputs &in, const std::string &name) {
+  const Vars &v = vars();
+  Func f(name);
+  f(v.tau, v.i, v.h) = in.decay_pow(max(v.i - v.tau, 0), 0, v.h).re;
+  return f;
+}
 }  // namespace
 
 ScanStages chunked_scan(const ScanInputs &in, const ChunkGrid &g) {
@@ -27,13 +36,15 @@ ScanStages chunked_scan(const ScanInputs &in, const ChunkGrid &g) {
   s.carry.update({v.r, v.m, v.c, v.h, v.b},
                  s.carry(v.r, v.m, v.c, v.h, v.b) + s.coef(k, v.m, v.c, v.h) * Cx(in.x(v.r, k, v.c, v.h, v.b)));
 
-  // The only serial part: state(c + 1) = λ^len_c state(c) + carry(c).
+  // The only serial part: state(c + 1) = λ^len_c state(c) + carry(c). There is no pure
+  // value to write first: the first update sets chunk 0, the second every later chunk.
   s.state = CxFunc(p + "_state", real);
   s.chunks = RDom(0, g.N, p + "_chunks");
   const RVar &rc = s.chunks.x;
   Cx init = in.init(v.r, v.m, v.h, v.b);
   if (init.is_real() != real) init = real ? Cx(init.re) : Cx(init.re, init.imag());
-  s.state.define({v.r, v.m, v.c, v.h, v.b}, init);
+  s.state.define_undef({v.r, v.m, v.c, v.h, v.b});
+  s.state.update({v.r, v.m, 0, v.h, v.b}, init);
   s.state.update({v.r, v.m, rc + 1, v.h, v.b},
                  in.decay_pow(g.length(rc), v.m, v.h) * s.state(v.r, v.m, rc, v.h, v.b) +
                      s.carry(v.r, v.m, rc, v.h, v.b));
@@ -60,22 +71,22 @@ ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Fu
   rd.qx(v.tau, v.i, v.c, v.h, v.b) = 0.0f;
   rd.qx(v.tau, v.i, v.c, v.h, v.b) += query(rd.r_qx, v.i, v.c, v.h, v.b) * in.x(rd.r_qx, v.tau, v.c, v.h, v.b);
 
-  rd.r_intra = RDom(0, g.L, prefix + "_r_intra");
-  rd.r_intra.where(rd.r_intra.x <= v.i);
+  rd.r_intra = g.earlier_tokens(v.i, prefix + "_r_intra");
   const RVar &tau = rd.r_intra.x;
   rd.intra = CxFunc(prefix + "_intra", real);
   rd.intra.define({v.m, v.i, v.c, v.h, v.b}, zero_like(real));
   Cx term;
   if (!in.decay_per_slot) {
     // The decay is one number per head: fold it into the L×L matrix, then one matmul.
+    rd.decay_lag = decay_by_lag(in, prefix + "_decay_lag");
     rd.qxd = Func(prefix + "_qxd");
-    rd.qxd(v.tau, v.i, v.c, v.h, v.b) =
-        rd.qx(v.tau, v.i, v.c, v.h, v.b) * in.decay_pow(max(v.i - v.tau, 0), 0, v.h).re;
+    rd.qxd(v.tau, v.i, v.c, v.h, v.b) = rd.qx(v.tau, v.i, v.c, v.h, v.b) * rd.decay_lag(v.tau, v.i, v.h);
     term = Cx(rd.qxd(tau, v.i, v.c, v.h, v.b)) * in.write(v.m, tau, v.c, v.h);
   } else {
     term = Cx(rd.qx(tau, v.i, v.c, v.h, v.b)) * in.decay_pow(v.i - tau, v.m, v.h);
     if (in.write_per_token) term = term * in.write(v.m, tau, v.c, v.h);
   }
+  term = term.is_real() ? Cx(g.causal(term.re, tau, v.i)) : Cx(g.causal(term.re, tau, v.i), g.causal(term.im, tau, v.i));
   rd.intra.update({v.m, v.i, v.c, v.h, v.b}, rd.intra(v.m, v.i, v.c, v.h, v.b) + term);
 
   Cx intra = rd.intra(v.m, v.i, v.c, v.h, v.b);
@@ -104,31 +115,34 @@ SlotRead read_by_slots(const ScanInputs &in, const ScanStages &s, const CxFunc &
   rd.r_e = RDom(0, in.slots, prefix + "_r_e");
   const RVar &mm = rd.r_e.x;
   rd.e = Func(prefix + "_e");
-  rd.e(v.tau, v.i, v.c, v.h, v.b) = 0.0f;
   Expr age = max(v.i - v.tau, 0);
+  rd.r_intra = g.earlier_tokens(v.i, prefix + "_r_intra");
+  const RVar &tau = rd.r_intra.x;
+  Expr e;  // e[tau, i] at the reduction's tau
   if (!in.decay_per_slot) {
     // One decay per head: e = λ^(i - tau) (u_i · b_tau), a plain matmul over slots.
-    rd.e(v.tau, v.i, v.c, v.h, v.b) +=
-        real_of_product(u(mm, v.i, v.c, v.h, v.b), in.write(mm, v.tau, v.c, v.h));
+    rd.e(v.tau, v.i, v.c, v.h, v.b) = 0.0f;
+    rd.e(v.tau, v.i, v.c, v.h, v.b) += real_of_product(u(mm, v.i, v.c, v.h, v.b), in.write(mm, v.tau, v.c, v.h));
+    rd.decay_lag = decay_by_lag(in, prefix + "_decay_lag");
+    e = rd.e(tau, v.i, v.c, v.h, v.b) * rd.decay_lag(tau, v.i, v.h);
   } else if (!in.write_per_token) {
-    // One write weight per slot: fold it into u once per token.
+    // One write weight per slot: fold it into u once per token; then e depends on tau only
+    // through the lag n = i - tau, and is indexed by it: e[n, i] = Re Σ_m (u_i b)[m] λ_m^n,
+    // a matmul against the decay table itself.
     rd.uw = CxFunc(prefix + "_uw", u.is_real() && in.write.is_real());
     rd.uw.define({v.m, v.i, v.c, v.h, v.b}, u(v.m, v.i, v.c, v.h, v.b) * in.write(v.m, 0, 0, v.h));
-    rd.e(v.tau, v.i, v.c, v.h, v.b) +=
-        real_of_product(rd.uw(mm, v.i, v.c, v.h, v.b), in.decay_pow(age, mm, v.h));
+    rd.e(v.n, v.i, v.c, v.h, v.b) = 0.0f;
+    rd.e(v.n, v.i, v.c, v.h, v.b) += real_of_product(rd.uw(mm, v.i, v.c, v.h, v.b), in.decay_pow(v.n, mm, v.h));
+    e = rd.e(max(v.i - tau, 0), v.i, v.c, v.h, v.b);
   } else {
+    rd.e(v.tau, v.i, v.c, v.h, v.b) = 0.0f;
     rd.e(v.tau, v.i, v.c, v.h, v.b) +=
         real_of_product(u(mm, v.i, v.c, v.h, v.b) * in.write(mm, v.tau, v.c, v.h), in.decay_pow(age, mm, v.h));
+    e = rd.e(tau, v.i, v.c, v.h, v.b);
   }
-
-  rd.r_intra = RDom(0, g.L, prefix + "_r_intra");
-  rd.r_intra.where(rd.r_intra.x <= v.i);
-  const RVar &tau = rd.r_intra.x;
-  Expr e = rd.e(tau, v.i, v.c, v.h, v.b);
-  if (!in.decay_per_slot) e = e * in.decay_pow(v.i - tau, 0, v.h).re;
   rd.intra = Func(prefix + "_intra");
   rd.intra(v.r, v.i, v.c, v.h, v.b) = 0.0f;
-  rd.intra(v.r, v.i, v.c, v.h, v.b) += e * in.x(v.r, tau, v.c, v.h, v.b);
+  rd.intra(v.r, v.i, v.c, v.h, v.b) += g.causal(e * in.x(v.r, tau, v.c, v.h, v.b), tau, v.i);
 
   rd.out = Func(prefix + "_out");
   rd.out(v.r, v.i, v.c, v.h, v.b) = rd.inter(v.r, v.i, v.c, v.h, v.b) + rd.intra(v.r, v.i, v.c, v.h, v.b);

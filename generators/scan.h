@@ -36,6 +36,7 @@ ScanStages chunked_scan(const ScanInputs &in, const ChunkGrid &g);
 //     out_i[m] = Σ_r X_i[m, r] query_i[r]          (one value per slot)
 struct ChannelRead {
   Halide::Func qx;  // (tau, i, c, h, b): query_i · x_tau within a chunk, tau <= i
+  Halide::Func decay_lag;  // (tau, i, h): λ^(i - tau), only where the decay is per head
   Halide::Func qxd; // (tau, i, c, h, b): qx · λ^(i - tau), only where the decay is per head
   CxFunc inter;     // (m, i, c, h, b): Σ_r state(c)[m, r] query_i[r]
   CxFunc intra;     // (m, i, c, h, b): what the chunk's own tokens up to i contribute
@@ -51,7 +52,9 @@ struct SlotRead {
   CxFunc uw;        // (m, i, c, h, b): u_i[m] b[m], only where the write weight is per slot
   CxFunc ud;        // (m, i, c, h, b): u_i[m] λ_m^(i+1)
   Halide::Func inter;  // (r, i, c, h, b): Re Σ_m ud[m] state(c)[m, r]
-  Halide::Func e;      // (tau, i, c, h, b): Re Σ_m u_i[m] λ_m^(i-tau) b_tau[m], tau <= i
+  Halide::Func decay_lag;  // (tau, i, h): λ^(i - tau), only where the decay is per head
+  Halide::Func e;      // (tau, i, c, h, b): Re Σ_m u_i[m] λ_m^(i-tau) b_tau[m], tau <= i; where the
+                       // write weight is per slot, indexed by the lag instead: (n, i, ...), n = i - tau
   Halide::Func intra;  // (r, i, c, h, b): Σ_tau e x_tau[r]
   Halide::Func out;    // (r, i, c, h, b)
   Halide::RDom r_inter, r_e, r_intra;

@@ -7,7 +7,10 @@ namespace fsattn {
 struct CpuKnobs {
   int chunk = 32;   // tokens per chunk (L); the intra-chunk work grows with L, the carry does not
   int vector = 0;   // vector width in floats; 0 = the target's natural width
-  int tile_m = 4;   // slots per register tile in the matmul-like stages
+  // Register tiles of the matmul-like stages: tile_vectors vectors along the contiguous
+  // dimension times tile_rows values of the other (one accumulator register each).
+  int tile_vectors = 2;
+  int tile_rows = 4;
 };
 
 }  // namespace fsattn

@@ -29,16 +29,14 @@ double median_ms(F &&f, int reps) {
   return t[t.size() / 2];
 }
 
-bool demo_ida() {
-  const ref::IdaShape s{2, 512, 4, 64, 64, 32};
-  std::printf("IDA forward, CPU: B=%lld T=%lld H=%lld Dk=%lld Dv=%lld M=%lld, random inputs, S4D-Inv modes\n",
-              (long long)s.B, (long long)s.T, (long long)s.H, (long long)s.Dk, (long long)s.Dv, (long long)s.M);
-  IdaCase c = make_ida_case(s, 2024, true);
-  ref::IdaOutputs want = reference_ida_forward(c);
+// Every compiled CPU schedule of `op`: error against the reference and median time.
+// run(variant) returns the kernel's outputs; want holds the reference's.
+template <typename Run, typename Want>
+bool demo_schedules(fsattn_op op, Run run, const Want &want) {
   std::printf("  %-28s %12s %12s %10s  %s\n", "schedule", "rel. error", "state error", "time (ms)", "check");
   bool all_ok = true;
-  for (const std::string &v : cpu_variants(FSATTN_OP_IDA_FORWARD)) {
-    IdaResult r = run_ida_forward(c, v.c_str());
+  for (const std::string &v : cpu_variants(op)) {
+    auto r = run(v.c_str());
     if (r.status != FSATTN_OK) {
       std::printf("  %-28s failed: %s\n", v.c_str(), fsattn_last_error());
       all_ok = false;
@@ -46,12 +44,32 @@ bool demo_ida() {
     }
     double err = rel_error(r.o, want.o);
     double serr = std::max(rel_error(r.state_k, want.state_k), rel_error(r.state_v, want.state_v));
-    double ms = median_ms([&] { run_ida_forward(c, v.c_str()); }, 15);
+    double ms = median_ms([&] { run(v.c_str()); }, 15);
     bool ok = err <= kTol && serr <= kTol;
     all_ok &= ok;
     std::printf("  %-28s %12.2e %12.2e %10.3f  %s\n", v.c_str(), err, serr, ms, ok ? "ok" : "FAILED");
   }
   return all_ok;
+}
+
+bool demo_ida() {
+  const ref::IdaShape s{1, 2048, 4, 64, 64, 64};  // the sizes the baselines are built for
+  std::printf("IDA forward, CPU: B=%lld T=%lld H=%lld Dk=%lld Dv=%lld M=%lld, random inputs, S4D-Inv modes\n",
+              (long long)s.B, (long long)s.T, (long long)s.H, (long long)s.Dk, (long long)s.Dv, (long long)s.M);
+  IdaCase c = make_ida_case(s, 2024, true);
+  return demo_schedules(FSATTN_OP_IDA_FORWARD, [&](const char *v) { return run_ida_forward(c, v); },
+                        reference_ida_forward(c));
+}
+
+bool demo_bla() {
+  const ref::BlaShape s{1, 2048, 4, 64, 64, 31, 256.0, 64};  // the sizes the baselines are built for
+  const int64_t pos0 = 1000;
+  std::printf("BLA forward, CPU: B=%lld T=%lld H=%lld Dk=%lld Dv=%lld S=%lld M=%lld W=%g pos0=%lld, random inputs\n",
+              (long long)s.B, (long long)s.T, (long long)s.H, (long long)s.Dk, (long long)s.Dv, (long long)s.S,
+              (long long)s.M, s.W, (long long)pos0);
+  BlaCase c = make_bla_case(s, pos0, 2025, 0.95, true);
+  return demo_schedules(FSATTN_OP_BLA_FORWARD, [&](const char *v) { return run_bla_forward(c, v); },
+                        reference_bla_forward(c));
 }
 
 }  // namespace
@@ -60,6 +78,8 @@ int main() {
   std::printf("fsattn %s demo (errors: relative Frobenius vs the float64 reference; tolerance %.0e)\n\n",
               fsattn_version(), kTol);
   bool ok = demo_ida();
+  std::printf("\n");
+  ok &= demo_bla();
   std::printf("\n%s\n", ok ? "all schedules match the reference" : "SOME SCHEDULES FAILED");
   return ok ? 0 : 1;
 }

@@ -145,10 +145,10 @@ void fsattn_release_workspace(void);
  * Each kernel is compiled in several schedule variants (chunk length, autoscheduled
  * baselines, ...). They compute the same function; exec->variant picks one by name.
  * Variants named after an autoscheduler (adams2019, mullapudi2016, li2018) are benchmark
- * baselines compiled for the build machine's CPU: another CPU may refuse them
- * (FSATTN_ERROR_UNSUPPORTED), and they may refuse shapes far from the benchmark's, such as
- * sizes that are not multiples of the vector width (FSATTN_ERROR_INTERNAL with Halide's
- * message). The hand-scheduled variants serve every valid shape. */
+ * baselines: compiled for the build machine's CPU (another CPU may refuse them with
+ * FSATTN_ERROR_UNSUPPORTED) and for the benchmark's sizes only (heads = 4, dk = dv = 64;
+ * IDA modes = 64; BLA slots = 64); other sizes fail with FSATTN_ERROR_INTERNAL and Halide's
+ * message. The hand-scheduled variants serve every valid shape. */
 typedef enum {
   FSATTN_OP_IDA_FORWARD = 0,
   FSATTN_OP_IDA_BACKWARD = 1,
