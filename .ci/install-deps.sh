@@ -6,6 +6,7 @@ packages=(
   libhalide14-0-dev llvm-14-dev          # Halide 14 and the LLVM it was built with
   libgtest-dev libbenchmark-dev          # tests and benchmarks
   zlib1g-dev libpng-dev                  # PNG plots written by the examples
+  clang-14 libclang-rt-14-dev            # the sanitizer build and the API fuzzer (libFuzzer)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -18,26 +18,31 @@ int chunk_of(const std::string &variant) {
   return at == std::string::npos ? 32 : std::atoi(variant.c_str() + at + 2);
 }
 
+// Times run(case) and reports tokens/s and GFLOP/s (flops_per_token per token and head).
+template <typename Case, typename Run>
+void time_forward(benchmark::State &state, const Case &c, Run run, double flops_per_token) {
+  for (auto _ : state) {
+    if (run(c) != FSATTN_OK) {
+      state.SkipWithError(fsattn_last_error());
+      break;
+    }
+  }
+  const auto &s = c.s;
+  state.counters["tokens/s"] = benchmark::Counter(double(s.B * s.T), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(double(s.B * s.T * s.H) * flops_per_token * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void ida_forward(benchmark::State &state, std::string variant, ref::IdaShape s) {
   IdaCase c = make_ida_case(s, 42, true);
   std::vector<float> o(s.B * s.T * s.H * s.Dv), sk(c.state_k.f.size()), sv(c.state_v.f.size());
   fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant.c_str()};
   fsattn_dims dims = c.dims();
   fsattn_ida_params p = c.params();
-  for (auto _ : state) {
-    fsattn_status st = fsattn_ida_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
-                                          c.state_v.ptr(), o.data(), sk.data(), sv.data());
-    if (st != FSATTN_OK) {
-      state.SkipWithError(fsattn_last_error());
-      break;
-    }
-    benchmark::DoNotOptimize(o.data());
-  }
-  const double tokens = double(s.B * s.T * s.H);
-  state.counters["tokens/s"] = benchmark::Counter(double(s.B * s.T), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      tokens * bench::ida_forward_flops_per_token(s.M, s.Dk, s.Dv, chunk_of(variant)) * 1e-9,
-      benchmark::Counter::kIsIterationInvariantRate);
+  time_forward(state, c, [&](const IdaCase &x) {
+    return fsattn_ida_forward(&exec, &dims, &p, x.q.ptr(), x.k.ptr(), x.v.ptr(), x.state_k.ptr(), x.state_v.ptr(),
+                              o.data(), sk.data(), sv.data());
+  }, bench::ida_forward_flops_per_token(s.M, s.Dk, s.Dv, chunk_of(variant)));
 }
 
 void bla_forward(benchmark::State &state, std::string variant, ref::BlaShape s) {
@@ -46,20 +51,10 @@ void bla_forward(benchmark::State &state, std::string variant, ref::BlaShape s) 
   fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant.c_str()};
   fsattn_dims dims = c.dims();
   fsattn_bla_params p = c.params();
-  for (auto _ : state) {
-    fsattn_status st = fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
-                                          c.state_v.ptr(), o.data(), sk.data(), sv.data());
-    if (st != FSATTN_OK) {
-      state.SkipWithError(fsattn_last_error());
-      break;
-    }
-    benchmark::DoNotOptimize(o.data());
-  }
-  const double tokens = double(s.B * s.T * s.H);
-  state.counters["tokens/s"] = benchmark::Counter(double(s.B * s.T), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      tokens * bench::bla_forward_flops_per_token(double(s.S), s.Dk, s.Dv, chunk_of(variant)) * 1e-9,
-      benchmark::Counter::kIsIterationInvariantRate);
+  time_forward(state, c, [&](const BlaCase &x) {
+    return fsattn_bla_forward(&exec, &dims, &p, x.q.ptr(), x.k.ptr(), x.v.ptr(), x.state_k.ptr(), x.state_v.ptr(),
+                              o.data(), sk.data(), sv.data());
+  }, bench::bla_forward_flops_per_token(double(s.S), s.Dk, s.Dv, chunk_of(variant)));
 }
 
 // The shape of the IDA issue: B=2, T=2048, H=4, Dk=Dv=64, M=64.
@@ -68,17 +63,14 @@ const ref::IdaShape kIdaShape{2, 2048, 4, 64, 64, 64};
 const ref::BlaShape kBlaShape{2, 2048, 4, 64, 64, 31, 256.0, 64};
 
 int register_all() {
+  auto configure = [](benchmark::internal::Benchmark *b) {
+    b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+  };
   for (const std::string &v : cpu_variants(FSATTN_OP_IDA_FORWARD)) {
-    benchmark::RegisterBenchmark(("ida_forward/cpu/" + v).c_str(), ida_forward, v, kIdaShape)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime()
-        ->MinTime(1.0);
+    configure(benchmark::RegisterBenchmark(("ida_forward/cpu/" + v).c_str(), ida_forward, v, kIdaShape));
   }
   for (const std::string &v : cpu_variants(FSATTN_OP_BLA_FORWARD)) {
-    benchmark::RegisterBenchmark(("bla_forward/cpu/" + v).c_str(), bla_forward, v, kBlaShape)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime()
-        ->MinTime(1.0);
+    configure(benchmark::RegisterBenchmark(("bla_forward/cpu/" + v).c_str(), bla_forward, v, kBlaShape));
   }
   return 0;
 }

@@ -64,9 +64,10 @@ inline Halide::Func chunked(const Halide::Func &x, const Halide::Expr &channels,
   const Vars &v = vars();
   Halide::Func f(name);
   Halide::Expr t = g.token(v.i, v.c);
+  // (Clamped on both sides: autoscheduled schedules may also compute before the first.)
   f(v.r, v.i, v.c, v.h, v.b) =
-      Halide::select(t < g.T && v.r < channels,
-                     x(Halide::min(v.r, channels - 1), v.h, Halide::min(t, g.T - 1), v.b), 0.0f);
+      Halide::select(0 <= t && t < g.T && 0 <= v.r && v.r < channels,
+                     x(Halide::clamp(v.r, 0, channels - 1), v.h, Halide::clamp(t, 0, g.T - 1), v.b), 0.0f);
   return f;
 }
 

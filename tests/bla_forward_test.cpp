@@ -1,6 +1,6 @@
 // fsattn_bla_forward and fsattn_bla_interpolate on the CPU against the float64 reference
 // (SPEC.md §2, §3, §4), and the properties of SPEC.md §2 checked on the kernels themselves.
-#include "test_util.h"
+#include "expect_match.h"
 
 #include <gtest/gtest.h>
 
@@ -34,33 +34,21 @@ class BlaForward : public ::testing::TestWithParam<std::tuple<Shape, std::string
 TEST_P(BlaForward, MatchesReference) {
   const auto &[shape, variant, with_state] = GetParam();
   BlaCase c = make_bla_case(shape.s, shape.pos0, 4321 + shape.s.T, 0.9, with_state);
-  BlaResult r = run_bla_forward(c, variant.c_str());
-  ASSERT_EQ(r.status, FSATTN_OK) << fsattn_last_error();
-  ref::BlaOutputs want = reference_bla_forward(c);
-  EXPECT_LE(rel_error(r.o, want.o), kForwardTol);
-  EXPECT_LE(rel_error(r.state_k, want.state_k), kForwardTol);
-  EXPECT_LE(rel_error(r.state_v, want.state_v), kForwardTol);
+  expect_match(run_bla_forward(c, variant.c_str()), reference_bla_forward(c), kForwardTol, variant);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cpu, BlaForward,
     ::testing::Combine(::testing::ValuesIn(kShapes), ::testing::ValuesIn(cpu_variants(FSATTN_OP_BLA_FORWARD, Schedules::kHand)),
                        ::testing::Bool()),
-    [](const auto &info) {
-      return std::string(std::get<0>(info.param).what) + "_" + std::get<1>(info.param) +
-             (std::get<2>(info.param) ? "_state" : "_zero_state");
-    });
+    ShapeVariantStateName());
 
 // The autoscheduled baselines compute the same function at the benchmark shape they are built for.
 TEST(BlaForwardBaselines, MatchReference) {
   BlaCase c = make_bla_case({2, 2048, 4, 64, 64, 31, 256.0, 64}, 77, 17, 0.95, true);  // the benchmark shape
   ref::BlaOutputs want = reference_bla_forward(c);
   for (const std::string &v : cpu_variants(FSATTN_OP_BLA_FORWARD, Schedules::kBaselines)) {
-    BlaResult r = run_bla_forward(c, v.c_str());
-    ASSERT_EQ(r.status, FSATTN_OK) << v << ": " << fsattn_last_error();
-    EXPECT_LE(rel_error(r.o, want.o), kForwardTol) << v;
-    EXPECT_LE(rel_error(r.state_k, want.state_k), kForwardTol) << v;
-    EXPECT_LE(rel_error(r.state_v, want.state_v), kForwardTol) << v;
+    expect_match(run_bla_forward(c, v.c_str()), want, kForwardTol, v);
   }
 }
 
@@ -71,13 +59,7 @@ TEST(BlaForwardProperties, ChunkLengthInvariance) {
   ASSERT_GE(variants.size(), 3u);
   BlaResult first = run_bla_forward(c, variants[0].c_str());
   ASSERT_EQ(first.status, FSATTN_OK) << fsattn_last_error();
-  for (size_t i = 1; i < variants.size(); ++i) {
-    BlaResult r = run_bla_forward(c, variants[i].c_str());
-    ASSERT_EQ(r.status, FSATTN_OK) << fsattn_last_error();
-    EXPECT_LE(rel_error(r.o, first.o), 2e-6) << variants[i];
-    EXPECT_LE(rel_error(r.state_k, first.state_k), 2e-6) << variants[i];
-    EXPECT_LE(rel_error(r.state_v, first.state_v), 2e-6) << variants[i];
-  }
+  for (const std::string &v : variants) expect_match(run_bla_forward(c, v.c_str()), first, 2e-6, v);
 }
 
 // T tokens in one call equal three calls passing the state along with pos0 advanced

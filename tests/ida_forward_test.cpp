@@ -1,5 +1,5 @@
 // fsattn_ida_forward on the CPU against the float64 reference (SPEC.md §1, §3, §4).
-#include "test_util.h"
+#include "expect_match.h"
 
 #include <gtest/gtest.h>
 
@@ -31,33 +31,21 @@ class IdaForward : public ::testing::TestWithParam<std::tuple<Shape, std::string
 TEST_P(IdaForward, MatchesReference) {
   const auto &[shape, variant, with_state] = GetParam();
   IdaCase c = make_ida_case(shape.s, 1234 + shape.s.T, with_state);
-  IdaResult r = run_ida_forward(c, variant.c_str());
-  ASSERT_EQ(r.status, FSATTN_OK) << fsattn_last_error();
-  ref::IdaOutputs want = reference_ida_forward(c);
-  EXPECT_LE(rel_error(r.o, want.o), kForwardTol);
-  EXPECT_LE(rel_error(r.state_k, want.state_k), kForwardTol);
-  EXPECT_LE(rel_error(r.state_v, want.state_v), kForwardTol);
+  expect_match(run_ida_forward(c, variant.c_str()), reference_ida_forward(c), kForwardTol, variant);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cpu, IdaForward,
     ::testing::Combine(::testing::ValuesIn(kShapes), ::testing::ValuesIn(cpu_variants(FSATTN_OP_IDA_FORWARD, Schedules::kHand)),
                        ::testing::Bool()),
-    [](const auto &info) {
-      return std::string(std::get<0>(info.param).what) + "_" + std::get<1>(info.param) +
-             (std::get<2>(info.param) ? "_state" : "_zero_state");
-    });
+    ShapeVariantStateName());
 
 // The autoscheduled baselines compute the same function at the benchmark shape they are built for.
 TEST(IdaForwardBaselines, MatchReference) {
   IdaCase c = make_ida_case({2, 2048, 4, 64, 64, 64}, 17, true);  // the benchmark shape, which baselines are built for
   ref::IdaOutputs want = reference_ida_forward(c);
   for (const std::string &v : cpu_variants(FSATTN_OP_IDA_FORWARD, Schedules::kBaselines)) {
-    IdaResult r = run_ida_forward(c, v.c_str());
-    ASSERT_EQ(r.status, FSATTN_OK) << v << ": " << fsattn_last_error();
-    EXPECT_LE(rel_error(r.o, want.o), kForwardTol) << v;
-    EXPECT_LE(rel_error(r.state_k, want.state_k), kForwardTol) << v;
-    EXPECT_LE(rel_error(r.state_v, want.state_v), kForwardTol) << v;
+    expect_match(run_ida_forward(c, v.c_str()), want, kForwardTol, v);
   }
 }
 
@@ -68,12 +56,7 @@ TEST(IdaForwardProperties, ChunkLengthInvariance) {
   ASSERT_GE(variants.size(), 3u);
   IdaResult first = run_ida_forward(c, variants[0].c_str());
   ASSERT_EQ(first.status, FSATTN_OK) << fsattn_last_error();
-  for (const std::string &v : variants) {
-    IdaResult r = run_ida_forward(c, v.c_str());
-    ASSERT_EQ(r.status, FSATTN_OK) << v << ": " << fsattn_last_error();
-    EXPECT_LE(rel_error(r.o, first.o), kForwardTol) << v;
-    EXPECT_LE(rel_error(r.state_k, first.state_k), kForwardTol) << v;
-  }
+  for (const std::string &v : variants) expect_match(run_ida_forward(c, v.c_str()), first, kForwardTol, v);
 }
 
 // T tokens in one call equal two calls that pass the final state on.

@@ -73,8 +73,9 @@ fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   args.batched(state_input(state_k_in, state_k_out, {Dk, S, H, B}, copies[0]));
   args.batched(state_input(state_v_in, state_v_out, {Dv, S, H, B}, copies[1]));
   args.scalar(&phase).scalar(&period).scalar(&modes).scalar(&slots).scalar(&scale);
-  args.batched(Tensor(o, {Dv, H, T, B}));
-  args.batched(state_output(state_k_out, {Dk, S, H, B})).batched(state_output(state_v_out, {Dv, S, H, B}));
+  args.output(Tensor(o, {Dv, H, T, B}));
+  args.output(state_output(state_k_out, {Dk, S, H, B}), restore_of(copies[0]));
+  args.output(state_output(state_v_out, {Dv, S, H, B}), restore_of(copies[1]));
   return args.run(*kernel, B);
 }
 
@@ -108,7 +109,7 @@ fsattn_status bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t he
   args.batched(Tensor(state, {dim, slots, heads, batch}));
   args.shared(Tensor::float64(lags, {num_lags}));
   args.scalar(&phase).scalar(&period).scalar(&m);
-  args.batched(Tensor(out, {dim, num_lags, heads, batch}));
+  args.output(Tensor(out, {dim, num_lags, heads, batch}));
   return args.run(*kernel, batch);
 }
 

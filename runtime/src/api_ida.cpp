@@ -57,8 +57,9 @@ fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   args.batched(state_input(state_k_in, state_k_out, {2, Dk, M, H, B}, copies[0]));
   args.batched(state_input(state_v_in, state_v_out, {2, Dv, M, H, B}, copies[1]));
   args.scalar(&eps);
-  args.batched(Tensor(o, {Dv, H, T, B}));
-  args.batched(state_output(state_k_out, {2, Dk, M, H, B})).batched(state_output(state_v_out, {2, Dv, M, H, B}));
+  args.output(Tensor(o, {Dv, H, T, B}));
+  args.output(state_output(state_k_out, {2, Dk, M, H, B}), restore_of(copies[0]));
+  args.output(state_output(state_v_out, {2, Dv, M, H, B}), restore_of(copies[1]));
   return args.run(*kernel, B);
 }
 

@@ -4,6 +4,7 @@
 #include "status.h"
 #include "workspace.h"
 
+#include <algorithm>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -73,6 +74,18 @@ Tensor Tensor::scalar_sink(int dims) {
   return t;
 }
 
+void Tensor::overwrite(const float *values) {
+  if (sink_ || data_ == &zero_value) return;
+  size_t n = 1;
+  for (int d = 0; d < dims_; ++d) n *= size_t(extents_[d]);
+  float *p = static_cast<float *>(data_);
+  if (values != nullptr) {
+    std::copy(values, values + n, p);
+  } else {
+    std::fill(p, p + n, std::numeric_limits<float>::quiet_NaN());
+  }
+}
+
 Tensor Tensor::slice_outer(int64_t first, int64_t count) const {
   if (sink_ || extents_[dims_ - 1] == 1) return *this;
   Tensor t = *this;
@@ -123,6 +136,16 @@ KernelArgs &KernelArgs::scalar(const void *p) {
   entries_.push_back({Tensor(), p, false});
   return *this;
 }
+KernelArgs &KernelArgs::output(const Tensor &t, const float *restore) {
+  entries_.push_back({t, nullptr, true, true, restore});
+  return *this;
+}
+
+void KernelArgs::poison_outputs() {
+  for (Entry &e : entries_) {
+    if (e.is_output) e.tensor.overwrite(e.restore);
+  }
+}
 
 fsattn_status KernelArgs::run(const Kernel &k, int64_t batch) {
   install_handlers();
@@ -152,6 +175,7 @@ fsattn_status KernelArgs::run(const Kernel &k, int64_t batch) {
     std::string msg = std::string(k.name) + ": " + (ctx.message.empty() ? "Halide error" : ctx.message);
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     msg += " (Halide error code " + std::to_string(rc) + ")";
+    poison_outputs();
     if (rc == halide_error_code_out_of_memory) return fail(FSATTN_ERROR_OUT_OF_MEMORY, msg);
     return fail(FSATTN_ERROR_INTERNAL, msg);
   }

@@ -24,6 +24,9 @@ class Tensor {
   static Tensor scalar_sink(int dims);
   static Tensor zero(int dims);
 
+  // Overwrites every element (a sink is left alone): with `values`, or NaN when NULL.
+  void overwrite(const float *values);
+
   // Restrict the outermost dimension to [first, first + count) (a batch slice).
   Tensor slice_outer(int64_t first, int64_t count) const;
   int64_t outer_stride() const { return strides_[dims_ - 1]; }
@@ -50,6 +53,8 @@ class Tensor {
 // initial one.
 Tensor state_input(const float *in, const float *out, std::initializer_list<int64_t> extents,
                    std::vector<float> &copy);
+// The copy state_input made of an initial state, or NULL when it made none.
+inline const float *restore_of(const std::vector<float> &copy) { return copy.empty() ? nullptr : copy.data(); }
 // A final state (NULL: a sink that is written and never read).
 Tensor state_output(float *out, std::initializer_list<int64_t> extents);
 
@@ -59,6 +64,10 @@ class KernelArgs {
   KernelArgs &batched(const Tensor &t);  // outermost dimension is the batch
   KernelArgs &shared(const Tensor &t);   // the same for every batch element (parameters)
   KernelArgs &scalar(const void *p);     // an Input<T> scalar: pointer to its value
+  // An output (outermost dimension the batch). If the kernel fails, it is filled with NaN,
+  // or, when `restore` is given (a final state written in place over its initial state),
+  // with the pristine initial values it points to.
+  KernelArgs &output(const Tensor &t, const float *restore = nullptr);
 
   // Runs `k` over `batch` elements: in one call when every batch stride fits Halide's 32-bit
   // dimension stride, else one element per call. Halide errors become a status with Halide's
@@ -71,7 +80,10 @@ class KernelArgs {
     Tensor tensor;
     const void *scalar = nullptr;
     bool is_batched = false;
+    bool is_output = false;
+    const float *restore = nullptr;
   };
+  void poison_outputs();
   std::vector<Entry> entries_;
 };
 

@@ -1,6 +1,7 @@
 #include "kernels.h"
 
 #include "status.h"
+#include "validate.h"
 
 #include <cstring>
 #include <string>
@@ -107,14 +108,16 @@ const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device devi
 }  // namespace fsattn
 
 extern "C" int fsattn_variant_count(fsattn_op op, fsattn_device device) {
+  const int o = fsattn::enum_value(op), d = fsattn::enum_value(device);
   int n = 0;
-  for (const fsattn::Kernel &k : fsattn::kTable) n += (k.op == op && k.device == device);
+  for (const fsattn::Kernel &k : fsattn::kTable) n += (k.op == o && k.device == d);
   return n;
 }
 
 extern "C" const char *fsattn_variant_name(fsattn_op op, fsattn_device device, int index) {
+  const int o = fsattn::enum_value(op), d = fsattn::enum_value(device);
   for (const fsattn::Kernel &k : fsattn::kTable) {
-    if (k.op == op && k.device == device && index-- == 0) return k.variant;
+    if (k.op == o && k.device == d && index-- == 0) return k.variant;
   }
   return nullptr;
 }

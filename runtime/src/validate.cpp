@@ -53,12 +53,12 @@ Validator &Validator::elements(const char *name, std::initializer_list<int64_t> 
 Validator &Validator::exec(const fsattn_exec *e) {
   pointer("exec", e);
   if (!ok()) return *this;
-  if (e->device == FSATTN_DEVICE_CUDA) {
+  const int device = enum_value(e->device);
+  if (device == FSATTN_DEVICE_CUDA) {
     return fail(FSATTN_ERROR_UNSUPPORTED, "this build has no CUDA kernels (exec->device = CUDA)");
   }
-  if (e->device != FSATTN_DEVICE_CPU) {
-    fail(FSATTN_ERROR_INVALID_ARGUMENT,
-         "exec->device = " + std::to_string(int(e->device)) + " is not a fsattn_device");
+  if (device != FSATTN_DEVICE_CPU) {
+    fail(FSATTN_ERROR_INVALID_ARGUMENT, "exec->device = " + std::to_string(device) + " is not a fsattn_device");
   }
   return *this;
 }

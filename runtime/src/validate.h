@@ -5,10 +5,22 @@
 #include "fsattn/fsattn.h"
 
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 
 namespace fsattn {
+
+// The integer a C caller stored in an enum-typed argument. Any int may arrive from C; in C++
+// reading an enum object that holds a value outside its enumerators is undefined, so the
+// value is read as the int it is.
+template <typename Enum>
+int enum_value(const Enum &e) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
 class Validator {
  public:

@@ -22,6 +22,16 @@ constexpr size_t kMaxCached = size_t(4) << 30;
 std::mutex mu;
 std::unordered_map<size_t, std::vector<void *>> cache;  // rounded size -> raw blocks
 size_t cached_bytes = 0;
+size_t used_bytes = 0;   // handed out and not yet freed
+size_t limit_bytes = 0;  // 0: no limit on used + cached
+
+void release_cache_locked() {
+  for (auto &bucket : cache) {
+    for (void *raw : bucket.second) std::free(raw);
+  }
+  cache.clear();
+  cached_bytes = 0;
+}
 
 size_t rounded_size(size_t bytes) {
   const size_t page = bytes >= kMinCached ? 4096 : kAlign;
@@ -32,18 +42,30 @@ size_t rounded_size(size_t bytes) {
 
 void *workspace_malloc(void *, size_t bytes) {
   const size_t size = rounded_size(bytes);
+  if (size < bytes) return nullptr;  // the rounding overflowed
   void *raw = nullptr;
-  if (size >= kMinCached) {
+  {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(size);
-    if (it != cache.end() && !it->second.empty()) {
-      raw = it->second.back();
-      it->second.pop_back();
-      cached_bytes -= size;
+    if (size >= kMinCached) {
+      auto it = cache.find(size);
+      if (it != cache.end() && !it->second.empty()) {
+        raw = it->second.back();
+        it->second.pop_back();
+        cached_bytes -= size;
+      }
     }
+    if (raw == nullptr && limit_bytes != 0 && used_bytes + cached_bytes + size > limit_bytes) {
+      release_cache_locked();
+      if (used_bytes + size > limit_bytes) return nullptr;  // over the budget: out of memory
+    }
+    used_bytes += size;  // reserved before the allocation, so concurrent calls see it
   }
   if (raw == nullptr) raw = std::aligned_alloc(kAlign, size);
-  if (raw == nullptr) return nullptr;  // Halide reports out of memory
+  if (raw == nullptr) {
+    std::lock_guard<std::mutex> lock(mu);
+    used_bytes -= size;
+    return nullptr;  // Halide reports out of memory
+  }
   *static_cast<size_t *>(raw) = size;
   return static_cast<char *>(raw) + kAlign;
 }
@@ -52,9 +74,11 @@ void workspace_free(void *, void *ptr) {
   if (ptr == nullptr) return;
   void *raw = static_cast<char *>(ptr) - kAlign;
   const size_t size = *static_cast<size_t *>(raw);
-  if (size >= kMinCached) {
+  {
     std::lock_guard<std::mutex> lock(mu);
-    if (cached_bytes + size <= kMaxCached) {
+    used_bytes -= size;
+    if (size >= kMinCached && cached_bytes + size <= kMaxCached &&
+        (limit_bytes == 0 || used_bytes + cached_bytes + size <= limit_bytes)) {
       cache[size].push_back(raw);
       cached_bytes += size;
       return;
@@ -65,13 +89,16 @@ void workspace_free(void *, void *ptr) {
 
 void workspace_release() {
   std::lock_guard<std::mutex> lock(mu);
-  for (auto &bucket : cache) {
-    for (void *raw : bucket.second) std::free(raw);
-  }
-  cache.clear();
-  cached_bytes = 0;
+  release_cache_locked();
+}
+
+void workspace_set_limit(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu);
+  limit_bytes = bytes;
+  if (limit_bytes != 0 && used_bytes + cached_bytes > limit_bytes) release_cache_locked();
 }
 
 }  // namespace fsattn
 
 extern "C" void fsattn_release_workspace(void) { fsattn::workspace_release(); }
+extern "C" void fsattn_set_workspace_limit(size_t bytes) { fsattn::workspace_set_limit(bytes); }

@@ -20,6 +20,7 @@
 #ifndef FSATTN_FSATTN_H
 #define FSATTN_FSATTN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -140,6 +141,15 @@ const char *fsattn_version(void);
    Dk=Dv=M=64: about 90 MB). Freed blocks are kept for reuse by later calls, up to 4 GiB in
    all; this returns them to the system. Safe to call at any time, from any thread. */
 void fsattn_release_workspace(void);
+
+/* Caps the bytes the CPU workspace may hold (in use plus cached), for all threads together;
+   0 (the default) means no cap. A call that would need more fails with
+   FSATTN_ERROR_OUT_OF_MEMORY, as when the system runs out.
+
+   After a failure past validation (FSATTN_ERROR_OUT_OF_MEMORY, FSATTN_ERROR_INTERNAL) every
+   output of the call is filled with NaN, never left half-written; a final state that was
+   written in place over its initial state is restored to the initial values instead. */
+void fsattn_set_workspace_limit(size_t bytes);
 
 /* ---- schedule variants -------------------------------------------------------------------
  * Each kernel is compiled in several schedule variants (chunk length, autoscheduled

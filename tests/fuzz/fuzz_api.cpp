@@ -1,0 +1,260 @@
+// libFuzzer harness: drives every public function with arbitrary sizes, parameters and
+// null/non-null pointers over small real buffers. Build with -DFSATTN_FUZZ=ON and clang (see
+// the README's reliability section); every finding is a crash, a hang, a sanitizer report or
+// a broken contract (a trap below).
+//
+// Contract checked on every call: the status is a known one; a failure leaves a message; a
+// call refused by validation (INVALID_ARGUMENT, UNSUPPORTED) wrote nothing. Sizes outside the
+// documented limits must be refused; those are passed one-element buffers, which the library
+// must never read. Sizes inside them get buffers of their exact size (small ones only).
+#include "fsattn/fsattn.h"
+
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kMaxElements = 1 << 14;  // per buffer: keeps each input fast
+constexpr float kSentinel = 1234.5f;
+
+void check(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+// A size: usually small and valid, sometimes zero, negative, just past a limit, or huge.
+int64_t fuzz_size(FuzzedDataProvider &in, int64_t limit) {
+  switch (in.ConsumeIntegralInRange<int>(0, 9)) {
+    case 0: return 0;
+    case 1: return -in.ConsumeIntegralInRange<int64_t>(1, 3);
+    case 2: return limit + 1;
+    case 3: return in.PickValueInArray<int64_t>({int64_t(1) << 31, int64_t(1) << 40, std::numeric_limits<int64_t>::max()});
+    default: return in.ConsumeIntegralInRange<int64_t>(1, 6);
+  }
+}
+
+float fuzz_float(FuzzedDataProvider &in) {
+  switch (in.ConsumeIntegralInRange<int>(0, 12)) {
+    case 0: return NAN;
+    case 1: return INFINITY;
+    case 2: return -INFINITY;
+    case 3: return 0.0f;
+    case 4: return in.ConsumeFloatingPoint<float>();
+    default: return in.ConsumeFloatingPointInRange<float>(-3.0f, 3.0f);
+  }
+}
+
+double fuzz_double(FuzzedDataProvider &in, double lo, double hi) {
+  switch (in.ConsumeIntegralInRange<int>(0, 8)) {
+    case 0: return NAN;
+    case 1: return INFINITY;
+    case 2: return -1.0;
+    case 3: return 0.0;
+    case 4: return 1e-300;
+    case 5: return in.ConsumeFloatingPoint<double>();
+    default: return in.ConsumeFloatingPointInRange<double>(lo, hi);
+  }
+}
+
+bool in_range(int64_t x, int64_t lo, int64_t hi) { return x >= lo && x <= hi; }
+
+// Element count, or -1 when it overflows or exceeds what this harness allocates.
+int64_t count(std::initializer_list<int64_t> extents) {
+  int64_t n = 1;
+  for (int64_t e : extents) {
+    if (e < 0 || __builtin_mul_overflow(n, e, &n)) return -1;
+  }
+  return n > kMaxElements ? -1 : n;
+}
+
+// A buffer the library may read: `n` fuzzed values, or one element when the call must be
+// refused before reading (n < 0), or NULL when the fuzzer says so.
+struct Buffer {
+  std::vector<float> data;
+  bool null = false;
+  float *ptr() { return null ? nullptr : data.data(); }
+};
+Buffer input(FuzzedDataProvider &in, int64_t n) {
+  Buffer b;
+  b.null = in.ConsumeIntegralInRange<int>(0, 15) == 0;
+  b.data.resize(n > 0 ? size_t(n) : 1);
+  for (float &e : b.data) e = fuzz_float(in);
+  return b;
+}
+Buffer output(FuzzedDataProvider &in, int64_t n) {
+  Buffer b;
+  b.null = in.ConsumeIntegralInRange<int>(0, 15) == 0;
+  b.data.assign(n > 0 ? size_t(n) : 1, kSentinel);
+  return b;
+}
+bool untouched(const Buffer &b) {
+  for (float e : b.data)
+    if (std::memcmp(&e, &kSentinel, sizeof e) != 0) return false;
+  return true;
+}
+
+fsattn_exec fuzz_exec(FuzzedDataProvider &in, fsattn_op op) {
+  fsattn_exec e{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  switch (in.ConsumeIntegralInRange<int>(0, 9)) {
+    case 0: e.device = FSATTN_DEVICE_CUDA; break;
+    case 1: {
+      // Any int may arrive from a C caller; stored without forming an out-of-range enum value.
+      const int device = in.ConsumeIntegral<int>();
+      std::memcpy(&e.device, &device, sizeof device);
+      break;
+    }
+    case 2: e.variant = "no_such_variant"; break;
+    case 3: {
+      int n = fsattn_variant_count(op, FSATTN_DEVICE_CPU);
+      if (n > 0) e.variant = fsattn_variant_name(op, FSATTN_DEVICE_CPU, in.ConsumeIntegralInRange<int>(0, n - 1));
+      break;
+    }
+    default: break;
+  }
+  return e;
+}
+
+// After a call: a known status, a message on failure, nothing written when refused.
+void check_call(fsattn_status st, bool must_refuse, std::initializer_list<const Buffer *> outputs) {
+  check(st == FSATTN_OK || st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED ||
+        st == FSATTN_ERROR_INTERNAL || st == FSATTN_ERROR_OUT_OF_MEMORY);
+  if (must_refuse) check(st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED);
+  if (st != FSATTN_OK) check(fsattn_last_error()[0] != '\0');
+  if (st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED) {
+    for (const Buffer *b : outputs) check(untouched(*b));
+  }
+}
+
+struct Dims {
+  fsattn_dims d;
+  bool valid;
+};
+Dims fuzz_dims(FuzzedDataProvider &in) {
+  Dims x;
+  x.d = {fuzz_size(in, INT32_MAX), fuzz_size(in, INT32_MAX), fuzz_size(in, FSATTN_MAX_HEADS),
+         fuzz_size(in, FSATTN_MAX_FEATURE), fuzz_size(in, FSATTN_MAX_FEATURE), nullptr, 0};
+  x.valid = in_range(x.d.batch, 1, INT32_MAX) && in_range(x.d.seqlen, 1, INT32_MAX) &&
+            in_range(x.d.heads, 1, FSATTN_MAX_HEADS) && in_range(x.d.dk, 1, FSATTN_MAX_FEATURE) &&
+            in_range(x.d.dv, 1, FSATTN_MAX_FEATURE);
+  return x;
+}
+
+void fuzz_ida_forward(FuzzedDataProvider &in) {
+  fsattn_exec exec = fuzz_exec(in, FSATTN_OP_IDA_FORWARD);
+  Dims dm = fuzz_dims(in);
+  const fsattn_dims &d = dm.d;
+  const int64_t M = fuzz_size(in, FSATTN_MAX_FEATURE);
+  bool valid = dm.valid && in_range(M, 1, FSATTN_MAX_FEATURE);
+  const int64_t nq = count({d.batch, d.seqlen, d.heads, d.dk}), nv = count({d.batch, d.seqlen, d.heads, d.dv});
+  const int64_t nsk = count({d.batch, d.heads, M, d.dk, 2}), nsv = count({d.batch, d.heads, M, d.dv, 2});
+  const int64_t nhk = count({d.heads, d.dk}), nhv = count({d.heads, d.dv}), nhm = count({d.heads, M});
+  const int64_t nB = count({d.heads, M, 2}), nC = count({d.heads, M, M, 2});
+  const bool small = nq > 0 && nv > 0 && nsk > 0 && nsv > 0 && nhk > 0 && nhv > 0 && nhm > 0 && nB > 0 && nC > 0;
+  if (valid && !small) return;  // valid but too large to allocate here
+  const int64_t n = valid ? 1 : -1;  // refused calls get one-element buffers
+  Buffer q = input(in, n * nq), k = input(in, n * nq), v = input(in, n * nv);
+  Buffer gk = input(in, n * nhk), bk = input(in, n * nhk), gv = input(in, n * nhv), bv = input(in, n * nhv);
+  Buffer log_dt = input(in, n * d.heads), are = input(in, n * nhm), aim = input(in, n * nhm);
+  Buffer Bm = input(in, n * nB), C = input(in, n * nC), sk = input(in, n * nsk), sv = input(in, n * nsv);
+  Buffer o = output(in, n * nv), sko = output(in, n * nsk), svo = output(in, n * nsv);
+  fsattn_ida_params p{M, fuzz_float(in), gk.ptr(), bk.ptr(), gv.ptr(), bv.ptr(), log_dt.ptr(), are.ptr(), aim.ptr(),
+                      Bm.ptr(), C.ptr()};
+  const bool null_p = in.ConsumeIntegralInRange<int>(0, 31) == 0;
+  fsattn_status st = fsattn_ida_forward(&exec, &d, null_p ? nullptr : &p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(),
+                                        o.ptr(), sko.ptr(), svo.ptr());
+  check_call(st, !valid, {&o, &sko, &svo});
+}
+
+void fuzz_bla_forward(FuzzedDataProvider &in) {
+  fsattn_exec exec = fuzz_exec(in, FSATTN_OP_BLA_FORWARD);
+  Dims dm = fuzz_dims(in);
+  const fsattn_dims &d = dm.d;
+  fsattn_bla_params p{};
+  p.modes = fuzz_size(in, FSATTN_MAX_FEATURE) - 1;
+  p.period = fuzz_double(in, 0.5, 100.0);
+  p.slots = fuzz_size(in, FSATTN_MAX_FEATURE);
+  p.scale = fuzz_float(in);
+  p.pos0 = in.ConsumeBool() ? in.ConsumeIntegral<int64_t>() : in.ConsumeIntegralInRange<int64_t>(0, 1000);
+  bool valid = dm.valid && in_range(p.modes, 0, FSATTN_MAX_FEATURE) && in_range(p.slots, 1, FSATTN_MAX_FEATURE) &&
+               std::isfinite(p.period) && p.period >= FSATTN_BLA_MIN_PERIOD;
+  const int64_t nq = count({d.batch, d.seqlen, d.heads, d.dk}), nv = count({d.batch, d.seqlen, d.heads, d.dv});
+  const int64_t nsk = count({d.batch, d.heads, p.slots, d.dk}), nsv = count({d.batch, d.heads, p.slots, d.dv});
+  const bool small = nq > 0 && nv > 0 && nsk > 0 && nsv > 0;
+  if (valid && !small) return;
+  const int64_t n = valid ? 1 : -1;
+  Buffer q = input(in, n * nq), k = input(in, n * nq), v = input(in, n * nv);
+  Buffer log_gamma = input(in, n * d.heads), sk = input(in, n * nsk), sv = input(in, n * nsv);
+  Buffer o = output(in, n * nv), sko = output(in, n * nsk), svo = output(in, n * nsv);
+  p.log_gamma = log_gamma.ptr();
+  fsattn_status st = fsattn_bla_forward(&exec, &d, &p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(), o.ptr(),
+                                        sko.ptr(), svo.ptr());
+  check_call(st, !valid, {&o, &sko, &svo});
+}
+
+void fuzz_bla_interpolate(FuzzedDataProvider &in) {
+  fsattn_exec exec = fuzz_exec(in, FSATTN_OP_BLA_INTERPOLATE);
+  const int64_t B = fuzz_size(in, INT32_MAX), H = fuzz_size(in, FSATTN_MAX_HEADS), D = fuzz_size(in, FSATTN_MAX_FEATURE);
+  const int64_t M = fuzz_size(in, FSATTN_MAX_FEATURE) - 1, S = fuzz_size(in, FSATTN_MAX_FEATURE);
+  const int64_t N = fuzz_size(in, INT32_MAX);
+  const double W = fuzz_double(in, 0.5, 100.0);
+  const int64_t position = in.ConsumeBool() ? in.ConsumeIntegral<int64_t>() : in.ConsumeIntegralInRange<int64_t>(0, 1000);
+  bool valid = in_range(B, 1, INT32_MAX) && in_range(H, 1, FSATTN_MAX_HEADS) && in_range(D, 1, FSATTN_MAX_FEATURE) &&
+               in_range(M, 0, FSATTN_MAX_FEATURE) && in_range(S, 1, FSATTN_MAX_FEATURE) && in_range(N, 1, INT32_MAX) &&
+               std::isfinite(W) && W >= FSATTN_BLA_MIN_PERIOD;
+  const int64_t ns = count({B, H, S, D}), no = count({B, H, N, D});
+  if (valid && !(ns > 0 && no > 0)) return;
+  std::vector<double> lags(valid ? size_t(N) : 1);
+  for (double &l : lags) l = fuzz_double(in, -200.0, 200.0);
+  const bool null_lags = in.ConsumeIntegralInRange<int>(0, 15) == 0;
+  Buffer state = input(in, valid ? ns : -1), out = output(in, valid ? no : -1);
+  fsattn_status st = fsattn_bla_interpolate(&exec, B, H, D, M, W, S, position, null_lags ? nullptr : lags.data(),
+                                            N, state.ptr(), out.ptr());
+  check_call(st, !valid, {&out});
+}
+
+// The functions of later issues, and the informational ones: no buffer is ever read.
+void fuzz_others(FuzzedDataProvider &in) {
+  fsattn_exec exec = fuzz_exec(in, fsattn_op(in.ConsumeIntegralInRange<int>(0, 4)));
+  Dims dm = fuzz_dims(in);
+  float sink[4] = {kSentinel, kSentinel, kSentinel, kSentinel};
+  fsattn_status st = FSATTN_OK;
+  switch (in.ConsumeIntegralInRange<int>(0, 6)) {
+    case 0: st = fsattn_ida_backward(&exec, &dm.d, nullptr, sink, sink, sink, nullptr, nullptr, sink, nullptr, nullptr,
+                                     sink, sink, sink, nullptr, nullptr, nullptr); break;
+    case 1: st = fsattn_bla_backward(&exec, &dm.d, nullptr, sink, sink, sink, nullptr, nullptr, sink, nullptr, nullptr,
+                                     sink, sink, sink, sink, nullptr, nullptr); break;
+    case 2: st = fsattn_ida_step(&exec, &dm.d, nullptr, sink, sink, sink, sink, sink, sink); break;
+    case 3: st = fsattn_bla_step(&exec, &dm.d, nullptr, sink, sink, sink, sink, sink, sink); break;
+    case 4: {
+      const fsattn_op op = fsattn_op(in.ConsumeIntegralInRange<int>(FSATTN_OP_IDA_FORWARD, FSATTN_OP_BLA_INTERPOLATE));
+      const fsattn_device dev = in.ConsumeBool() ? FSATTN_DEVICE_CPU : FSATTN_DEVICE_CUDA;
+      const int n = fsattn_variant_count(op, dev);
+      check(n >= 0);
+      const char *name = fsattn_variant_name(op, dev, in.ConsumeIntegral<int>());
+      if (name != nullptr) check(std::strlen(name) > 0);
+      return;
+    }
+    case 5: check(std::strlen(fsattn_version()) > 0); return;
+    default: fsattn_release_workspace(); return;
+  }
+  check(st != FSATTN_OK);
+  check_call(st, true, {});
+  for (float e : sink) check(e == kSentinel);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  FuzzedDataProvider in(data, size);
+  switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+    case 0: fuzz_ida_forward(in); break;
+    case 1: fuzz_bla_forward(in); break;
+    case 2: fuzz_bla_interpolate(in); break;
+    default: fuzz_others(in); break;
+  }
+  return 0;
+}

@@ -1,0 +1,147 @@
+// Reliability of the CPU API inside someone else's process: concurrent callers, non-finite
+// inputs, and running out of memory.
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+using namespace fsattn;
+using namespace fsattn::test;
+
+namespace {
+
+bool all_finite(const std::vector<float> &x) {
+  for (float e : x)
+    if (!std::isfinite(e)) return false;
+  return true;
+}
+
+// Many threads calling both forward passes at once, each on its own data, get exactly the
+// results of one thread calling alone.
+TEST(Reliability, ManyThreadsMatchOneThread) {
+  constexpr int kThreads = 8;
+  std::vector<IdaCase> ida;
+  std::vector<BlaCase> bla;
+  std::vector<IdaResult> ida_alone;
+  std::vector<BlaResult> bla_alone;
+  for (int t = 0; t < kThreads; ++t) {
+    ida.push_back(make_ida_case({1 + t % 2, 70 + 13 * t, 1 + t % 3, 8 + t, 5 + t, 3 + t}, 500 + t, t % 2 == 0));
+    bla.push_back(make_bla_case({1 + t % 2, 90 + 7 * t, 1 + t % 3, 4 + t, 9 - t, t, 10.5 + t, 2 * t + 1}, 1000 * t,
+                                600 + t, 0.9, t % 2 == 1));
+    ida_alone.push_back(run_ida_forward(ida.back()));
+    bla_alone.push_back(run_bla_forward(bla.back()));
+    ASSERT_EQ(ida_alone.back().status, FSATTN_OK) << fsattn_last_error();
+    ASSERT_EQ(bla_alone.back().status, FSATTN_OK) << fsattn_last_error();
+  }
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 5; ++rep) {
+        IdaResult a = run_ida_forward(ida[t]);
+        BlaResult b = run_bla_forward(bla[t]);
+        mismatches[t] += a.status != FSATTN_OK || a.o != ida_alone[t].o || a.state_k != ida_alone[t].state_k ||
+                         a.state_v != ida_alone[t].state_v;
+        mismatches[t] += b.status != FSATTN_OK || b.o != bla_alone[t].o || b.state_k != bla_alone[t].state_k ||
+                         b.state_v != bla_alone[t].state_v;
+      }
+    });
+  }
+  for (std::thread &th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+// A NaN or Inf in q, k or v reaches exactly the outputs that depend on it: for q, that token's
+// output; for k and v, that token's and every later token's of the same sequence and head,
+// and the final state. Every other output is bitwise what a clean input gives.
+struct Poison {
+  char tensor;  // 'q', 'k' or 'v'
+  float value;
+};
+
+template <typename Case, typename Run>
+void check_poison(const Case &clean_case, Run run) {
+  const auto &s = clean_case.s;
+  const int64_t b0 = s.B - 1, t0 = s.T / 2 + 3, h0 = s.H - 1;
+  const auto clean = run(clean_case);
+  ASSERT_EQ(clean.status, FSATTN_OK) << fsattn_last_error();
+  ASSERT_TRUE(all_finite(clean.o));
+  for (Poison p : {Poison{'q', NAN}, Poison{'k', NAN}, Poison{'v', NAN}, Poison{'q', INFINITY},
+                   Poison{'k', -INFINITY}, Poison{'v', INFINITY}}) {
+    Case c = clean_case;
+    Tensor32 &x = p.tensor == 'q' ? c.q : p.tensor == 'k' ? c.k : c.v;
+    const int64_t D = p.tensor == 'v' ? s.Dv : s.Dk;
+    std::vector<float> f = x.f;
+    f[((b0 * s.T + t0) * s.H + h0) * D + 1] = p.value;
+    x.set(f);
+    const auto got = run(c);
+    ASSERT_EQ(got.status, FSATTN_OK) << fsattn_last_error();
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t t = 0; t < s.T; ++t)
+        for (int64_t h = 0; h < s.H; ++h) {
+          const bool affected = b == b0 && h == h0 && (p.tensor == 'q' ? t == t0 : t >= t0);
+          const size_t at = ((b * s.T + t) * s.H + h) * s.Dv;
+          const std::vector<float> row(got.o.begin() + at, got.o.begin() + at + s.Dv);
+          const std::vector<float> want(clean.o.begin() + at, clean.o.begin() + at + s.Dv);
+          if (affected && t == t0) {
+            EXPECT_FALSE(all_finite(row)) << p.tensor << "=" << p.value << " t=" << t;
+          } else if (!affected) {
+            ASSERT_EQ(row, want) << p.tensor << "=" << p.value << " b=" << b << " t=" << t << " h=" << h;
+          }
+        }
+    // The key state depends on k only, the value state on v only.
+    if (p.tensor == 'k') EXPECT_FALSE(all_finite(got.state_k)); else EXPECT_EQ(got.state_k, clean.state_k);
+    if (p.tensor == 'v') EXPECT_FALSE(all_finite(got.state_v)); else EXPECT_EQ(got.state_v, clean.state_v);
+  }
+}
+
+TEST(Reliability, NonFiniteInputsStayLocalIda) {
+  check_poison(make_ida_case({2, 75, 2, 8, 6, 5}, 700, true), [](const IdaCase &c) { return run_ida_forward(c); });
+}
+
+TEST(Reliability, NonFiniteInputsStayLocalBla) {
+  check_poison(make_bla_case({2, 75, 2, 8, 6, 4, 20.5, 9}, 3, 701, 0.9, true),
+               [](const BlaCase &c) { return run_bla_forward(c); });
+}
+
+// Over a workspace budget a call fails with FSATTN_ERROR_OUT_OF_MEMORY and fills its outputs
+// with NaN, except a state updated in place, which keeps its initial values; within the
+// budget it succeeds again.
+TEST(Reliability, OutOfMemoryPoisonsOutputsAndKeepsStates) {
+  BlaCase c = make_bla_case({2, 300, 2, 16, 16, 7, 30.0, 15}, 0, 801, 0.9, true);
+  const BlaResult want = run_bla_forward(c);
+  ASSERT_EQ(want.status, FSATTN_OK) << fsattn_last_error();
+  std::vector<float> sk = c.state_k.f, sv = c.state_v.f, o(want.o.size(), 1.0f);
+  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_dims dims = c.dims();
+  fsattn_bla_params p = c.params();
+  fsattn_set_workspace_limit(64 << 10);
+  fsattn_status st = fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), sk.data(), sv.data(),
+                                        o.data(), sk.data(), sv.data());
+  fsattn_set_workspace_limit(0);
+  ASSERT_EQ(st, FSATTN_ERROR_OUT_OF_MEMORY);
+  EXPECT_NE(std::string(fsattn_last_error()).find("fsattn_bla_forward"), std::string::npos) << fsattn_last_error();
+  for (float e : o) ASSERT_TRUE(std::isnan(e));
+  EXPECT_EQ(sk, c.state_k.f);
+  EXPECT_EQ(sv, c.state_v.f);
+
+  IdaCase ic = make_ida_case({1, 200, 2, 16, 16, 8}, 802, true);
+  std::vector<float> io(200 * 2 * 16, 1.0f), isk(1 * 2 * 8 * 16 * 2, 1.0f);
+  fsattn_dims idims = ic.dims();
+  fsattn_ida_params ip = ic.params();
+  fsattn_set_workspace_limit(64 << 10);
+  st = fsattn_ida_forward(&exec, &idims, &ip, ic.q.ptr(), ic.k.ptr(), ic.v.ptr(), nullptr, nullptr, io.data(),
+                          isk.data(), nullptr);
+  fsattn_set_workspace_limit(0);
+  ASSERT_EQ(st, FSATTN_ERROR_OUT_OF_MEMORY);
+  for (float e : io) ASSERT_TRUE(std::isnan(e));
+  for (float e : isk) ASSERT_TRUE(std::isnan(e));
+
+  const BlaResult again = run_bla_forward(c);
+  ASSERT_EQ(again.status, FSATTN_OK) << fsattn_last_error();
+  EXPECT_EQ(again.o, want.o);
+}
+
+}  // namespace
