@@ -1,25 +1,16 @@
 // Generator `bla_forward`: the BLA forward pass (SPEC.md §2). Algorithm in bla_forward.cpp,
 // schedules in schedules/.
 #include "bla_forward.h"
+#include "scan_generator_params.h"
 #include "schedules/cpu.h"
-
-#include <cstdlib>
 
 using namespace Halide;
 
 namespace fsattn {
 
-class BlaForwardGenerator : public Generator<BlaForwardGenerator> {
+class BlaForwardGenerator : public Generator<BlaForwardGenerator>, public ScanGeneratorParams {
  public:
-  GeneratorParam<int> chunk{"chunk", 64};   // tokens per chunk (L)
-  GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
-  GeneratorParam<int> tile_vectors{"tile_vectors", 2};  // register tiles (knobs.h)
-  GeneratorParam<int> tile_rows{"tile_rows", 4};
-  // The form Halide 14's autoschedulers can schedule, for the baselines: intra-chunk
-  // reductions masked (ChunkGrid::masked), and the channel, mode/slot and head counts fixed
-  // to the benchmark shape's (they unroll loops whose extents are not constants otherwise).
-  // Such a kernel refuses other sizes with a Halide error.
-  GeneratorParam<bool> baseline{"baseline", false};
+  BlaForwardGenerator() : ScanGeneratorParams(64) {}
 
   Input<Buffer<float>> q{"q", 4};                    // [B,T,H,Dk] as (d, h, t, b)
   Input<Buffer<float>> k{"k", 4};                    // [B,T,H,Dk] as (d, h, t, b)
@@ -84,17 +75,11 @@ class BlaForwardGenerator : public Generator<BlaForwardGenerator> {
     state_k_out.set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
     state_v_out.set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
     if (auto_schedule) {
-      // As for ida_forward: Adams2019 needs a narrow beam to fit in memory.
-      setenv("HL_BEAM_SIZE", "4", /*overwrite=*/0);
+      narrow_autoscheduler_beam();
       return;
     }
 
-    CpuKnobs knobs;
-    knobs.chunk = chunk;
-    knobs.vector = vector > 0 ? int(vector) : get_target().natural_vector_size<float>();
-    knobs.tile_vectors = tile_vectors;
-    knobs.tile_rows = tile_rows;
-    schedule_bla_forward_cpu(stages, knobs);
+    schedule_bla_forward_cpu(stages, cpu_knobs(get_target()));
   }
 
  private:

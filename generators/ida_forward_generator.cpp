@@ -1,25 +1,16 @@
 // Generator `ida_forward`: the IDA forward pass (SPEC.md §1). Algorithm in ida_forward.cpp,
 // schedules in schedules/.
 #include "ida_forward.h"
+#include "scan_generator_params.h"
 #include "schedules/cpu.h"
-
-#include <cstdlib>
 
 using namespace Halide;
 
 namespace fsattn {
 
-class IdaForwardGenerator : public Generator<IdaForwardGenerator> {
+class IdaForwardGenerator : public Generator<IdaForwardGenerator>, public ScanGeneratorParams {
  public:
-  GeneratorParam<int> chunk{"chunk", 32};  // tokens per chunk (L)
-  GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
-  GeneratorParam<int> tile_vectors{"tile_vectors", 2};  // register tiles (knobs.h)
-  GeneratorParam<int> tile_rows{"tile_rows", 4};
-  // The form Halide 14's autoschedulers can schedule, for the baselines: intra-chunk
-  // reductions masked (ChunkGrid::masked), and the channel, mode/slot and head counts fixed
-  // to the benchmark shape's (they unroll loops whose extents are not constants otherwise).
-  // Such a kernel refuses other sizes with a Halide error.
-  GeneratorParam<bool> baseline{"baseline", false};
+  IdaForwardGenerator() : ScanGeneratorParams(32) {}
 
   Input<Buffer<float>> q{"q", 4};            // [B,T,H,Dk] as (d, h, t, b)
   Input<Buffer<float>> k{"k", 4};            // [B,T,H,Dk] as (d, h, t, b)
@@ -86,18 +77,11 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator> {
     state_k_out.set_estimates({{0, 2}, {0, D}, {0, M}, {0, H}, {0, B}});
     state_v_out.set_estimates({{0, 2}, {0, D}, {0, M}, {0, H}, {0, B}});
     if (auto_schedule) {
-      // Adams2019's default beam (32) exhausts 24 GiB on this pipeline and beams 1-2 emit
-      // schedules Halide rejects; 4 works (~100 s per target). Read when it runs, after this.
-      setenv("HL_BEAM_SIZE", "4", /*overwrite=*/0);
+      narrow_autoscheduler_beam();
       return;
     }
 
-    CpuKnobs knobs;
-    knobs.chunk = chunk;
-    knobs.vector = vector > 0 ? int(vector) : get_target().natural_vector_size<float>();
-    knobs.tile_vectors = tile_vectors;
-    knobs.tile_rows = tile_rows;
-    schedule_ida_forward_cpu(stages, knobs);
+    schedule_ida_forward_cpu(stages, cpu_knobs(get_target()));
   }
 
  private:

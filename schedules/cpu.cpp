@@ -128,8 +128,10 @@ void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
   schedule_channel_read_cpu(s.p, s.key_in, p, chb, k);
 
   Func w = s.mix.w.func();
-  reduce_in_registers(w, x.m, s.mix.r_w.x, x.i, k).compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb)
-      .parallel(chb);
+  // Nested parallel loops, not one fused loop: inside a fused loop Halide bounds each of the
+  // fused dimensions by its whole range, so every register tile of w was sized, allocated on
+  // the heap and computed for all heads.
+  reduce_in_registers(w, x.m, s.mix.r_w.x, x.i, k).compute_root().parallel(x.b).parallel(x.h).parallel(x.c);
 
   // Pass 2, computed per chunk of the output.
   schedule_slot_read_cpu(s.o_read, s.o, schedule_output_cpu(s.o, k), k);

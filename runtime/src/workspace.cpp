@@ -2,6 +2,7 @@
 
 #include "fsattn/fsattn.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -19,11 +20,18 @@ constexpr size_t kAlign = 128;             // Halide wants >= 32; a header slot 
 constexpr size_t kMinCached = 64 << 10;
 constexpr size_t kMaxCached = size_t(4) << 30;
 
+// Small blocks (most of the ~27k allocations of an IDA call are per-chunk scratch under
+// 64 KiB) never take the lock: the byte counts are atomics, the lock guards only the cache.
 std::mutex mu;
-std::unordered_map<size_t, std::vector<void *>> cache;  // rounded size -> raw blocks
-size_t cached_bytes = 0;
-size_t used_bytes = 0;   // handed out and not yet freed
-size_t limit_bytes = 0;  // 0: no limit on used + cached
+std::unordered_map<size_t, std::vector<void *>> cache;  // rounded size -> raw blocks (under mu)
+std::atomic<size_t> cached_bytes{0};
+std::atomic<size_t> used_bytes{0};   // handed out and not yet freed
+std::atomic<size_t> limit_bytes{0};  // 0: no limit on used + cached
+
+size_t rounded_size(size_t bytes) {
+  const size_t page = bytes >= kMinCached ? 4096 : kAlign;
+  return (bytes + kAlign + page - 1) / page * page;  // + the header slot
+}
 
 void release_cache_locked() {
   for (auto &bucket : cache) {
@@ -33,9 +41,29 @@ void release_cache_locked() {
   cached_bytes = 0;
 }
 
-size_t rounded_size(size_t bytes) {
-  const size_t page = bytes >= kMinCached ? 4096 : kAlign;
-  return (bytes + kAlign + page - 1) / page * page;  // + the header slot
+void *pop_cached(size_t size) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(size);
+  if (it == cache.end() || it->second.empty()) return nullptr;
+  void *raw = it->second.back();
+  it->second.pop_back();
+  cached_bytes -= size;
+  return raw;
+}
+
+// Counts `size` more bytes in use; false (nothing counted) when that exceeds the limit even
+// after the cache is emptied.
+bool reserve(size_t size) {
+  const size_t used = used_bytes.fetch_add(size) + size;
+  const size_t limit = limit_bytes.load();
+  if (limit == 0 || used + cached_bytes.load() <= limit) return true;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release_cache_locked();
+  }
+  if (used_bytes.load() <= limit) return true;
+  used_bytes -= size;
+  return false;
 }
 
 }  // namespace
@@ -43,28 +71,16 @@ size_t rounded_size(size_t bytes) {
 void *workspace_malloc(void *, size_t bytes) {
   const size_t size = rounded_size(bytes);
   if (size < bytes) return nullptr;  // the rounding overflowed
-  void *raw = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (size >= kMinCached) {
-      auto it = cache.find(size);
-      if (it != cache.end() && !it->second.empty()) {
-        raw = it->second.back();
-        it->second.pop_back();
-        cached_bytes -= size;
-      }
+  void *raw = size >= kMinCached ? pop_cached(size) : nullptr;
+  if (raw != nullptr) {
+    used_bytes += size;
+  } else {
+    if (!reserve(size)) return nullptr;  // over the budget: Halide reports out of memory
+    raw = std::aligned_alloc(kAlign, size);
+    if (raw == nullptr) {
+      used_bytes -= size;
+      return nullptr;  // Halide reports out of memory
     }
-    if (raw == nullptr && limit_bytes != 0 && used_bytes + cached_bytes + size > limit_bytes) {
-      release_cache_locked();
-      if (used_bytes + size > limit_bytes) return nullptr;  // over the budget: out of memory
-    }
-    used_bytes += size;  // reserved before the allocation, so concurrent calls see it
-  }
-  if (raw == nullptr) raw = std::aligned_alloc(kAlign, size);
-  if (raw == nullptr) {
-    std::lock_guard<std::mutex> lock(mu);
-    used_bytes -= size;
-    return nullptr;  // Halide reports out of memory
   }
   *static_cast<size_t *>(raw) = size;
   return static_cast<char *>(raw) + kAlign;
@@ -74,11 +90,11 @@ void workspace_free(void *, void *ptr) {
   if (ptr == nullptr) return;
   void *raw = static_cast<char *>(ptr) - kAlign;
   const size_t size = *static_cast<size_t *>(raw);
-  {
+  used_bytes -= size;
+  if (size >= kMinCached) {
     std::lock_guard<std::mutex> lock(mu);
-    used_bytes -= size;
-    if (size >= kMinCached && cached_bytes + size <= kMaxCached &&
-        (limit_bytes == 0 || used_bytes + cached_bytes + size <= limit_bytes)) {
+    const size_t limit = limit_bytes.load();
+    if (cached_bytes + size <= kMaxCached && (limit == 0 || used_bytes + cached_bytes + size <= limit)) {
       cache[size].push_back(raw);
       cached_bytes += size;
       return;
@@ -95,7 +111,7 @@ void workspace_release() {
 void workspace_set_limit(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu);
   limit_bytes = bytes;
-  if (limit_bytes != 0 && used_bytes + cached_bytes > limit_bytes) release_cache_locked();
+  if (bytes != 0 && used_bytes + cached_bytes > bytes) release_cache_locked();
 }
 
 }  // namespace fsattn

@@ -1,0 +1,42 @@
+// GeneratorParams shared by the generators built on the chunked scan: the CPU schedule's
+// knobs (schedules/knobs.h) and the baseline form. A generator inherits this next to
+// Halide::Generator<T>; Halide finds GeneratorParams anywhere inside the generator object.
+#pragma once
+
+#include "Halide.h"
+#include "schedules/knobs.h"
+
+#include <cstdlib>
+
+namespace fsattn {
+
+class ScanGeneratorParams {
+ public:
+  explicit ScanGeneratorParams(int default_chunk) : chunk("chunk", default_chunk) {}
+
+  Halide::GeneratorParam<int> chunk;                          // tokens per chunk (L)
+  Halide::GeneratorParam<int> vector{"vector", 0};            // 0: the target's natural width
+  Halide::GeneratorParam<int> tile_vectors{"tile_vectors", 2};  // register tiles (knobs.h)
+  Halide::GeneratorParam<int> tile_rows{"tile_rows", 4};
+  // The form Halide 14's autoschedulers can schedule, for the baselines: intra-chunk
+  // reductions masked (ChunkGrid::masked), and the channel, mode/slot and head counts fixed
+  // to the benchmark shape's (they unroll loops whose extents are not constants otherwise).
+  // Such a kernel refuses other sizes with a Halide error.
+  Halide::GeneratorParam<bool> baseline{"baseline", false};
+
+  CpuKnobs cpu_knobs(const Halide::Target &target) const {
+    CpuKnobs k;
+    k.chunk = chunk;
+    k.vector = vector > 0 ? int(vector) : target.natural_vector_size<float>();
+    k.tile_vectors = tile_vectors;
+    k.tile_rows = tile_rows;
+    return k;
+  }
+
+  // Adams2019's default beam (32) exhausts 24 GiB on these pipelines and beams 1-2 emit
+  // schedules Halide rejects; 4 works (2-4 min per kernel on 2 cores). Read when the
+  // autoscheduler runs, after schedule().
+  static void narrow_autoscheduler_beam() { setenv("HL_BEAM_SIZE", "4", /*overwrite=*/0); }
+};
+
+}  // namespace fsattn
