@@ -39,7 +39,7 @@ BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk, bo
 
   s.value_in = {s.writes.decay_pow, false, s.writes.write, true, s.v,
                 real_state(in.state_v_in, "init_v"), in.slots, in.dv};
-  s.value_scan = chunked_scan(s.value_in, g);
+  s.value_scan = chunked_scan(s.value_in, g, &s.key_scan.coef);  // same γ and φ: same weights
   s.o_read = read_by_slots(s.value_in, s.value_scan, s.softmax.pi, g, "o");
 
   s.o = Func("o");

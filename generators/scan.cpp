@@ -17,7 +17,7 @@ Func decay_by_lag(const ScanInputs &in, const std::string &name) {
 }
 }  // namespace
 
-ScanStages chunked_scan(const ScanInputs &in, const ChunkGrid &g) {
+ScanStages chunked_scan(const ScanInputs &in, const ChunkGrid &g, const CxFunc *shared_coef) {
   const Vars &v = vars();
   const std::string p = in.x.name();
   const bool real = in.decay_pow.is_real() && in.write.is_real();
@@ -25,9 +25,13 @@ ScanStages chunked_scan(const ScanInputs &in, const ChunkGrid &g) {
 
   // Token i of chunk c reaches the chunk's end after len_c - 1 - i more decays. Tokens past
   // the end of the sequence have x = 0; their exponent is clamped to stay in the table.
-  s.coef = CxFunc(p + "_coef", real);
-  Expr age = clamp(g.length(v.c) - 1 - v.i, 0, g.L);
-  s.coef.define({v.i, v.m, v.c, v.h}, in.decay_pow(age, v.m, v.h) * in.write(v.m, v.i, v.c, v.h));
+  if (shared_coef != nullptr) {
+    s.coef = *shared_coef;
+  } else {
+    s.coef = CxFunc(p + "_coef", real);
+    Expr age = clamp(g.length(v.c) - 1 - v.i, 0, g.L);
+    s.coef.define({v.i, v.m, v.c, v.h}, in.decay_pow(age, v.m, v.h) * in.write(v.m, v.i, v.c, v.h));
+  }
 
   s.carry = CxFunc(p + "_carry", real);
   s.carry_tokens = RDom(0, g.L, p + "_carry_tokens");

@@ -30,7 +30,9 @@ struct ScanStages {
   Halide::RDom chunks;        // the serial update of state
 };
 
-ScanStages chunked_scan(const ScanInputs &in, const ChunkGrid &g);
+// `shared_coef`: the carry weights of another scan with the same decay and write weights
+// (BLA's key and value scans), used instead of computing them again.
+ScanStages chunked_scan(const ScanInputs &in, const ChunkGrid &g, const CxFunc *shared_coef = nullptr);
 
 // Pass 1: read the state at each token with a real query over the channels,
 //     out_i[m] = Σ_r X_i[m, r] query_i[r]          (one value per slot)

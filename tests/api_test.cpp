@@ -237,9 +237,10 @@ TEST(Api, NotYetImplementedCallsSaySo) {
 
 TEST(Api, VariantsAreListed) {
   ASSERT_GE(fsattn_variant_count(FSATTN_OP_IDA_FORWARD, FSATTN_DEVICE_CPU), 3);
-  EXPECT_STREQ(fsattn_variant_name(FSATTN_OP_IDA_FORWARD, FSATTN_DEVICE_CPU, 0), "cpu_c32");
+  EXPECT_STREQ(fsattn_variant_name(FSATTN_OP_IDA_FORWARD, FSATTN_DEVICE_CPU, 0), "cpu_c64");
   EXPECT_EQ(fsattn_variant_name(FSATTN_OP_IDA_FORWARD, FSATTN_DEVICE_CPU, 1000), nullptr);
   EXPECT_EQ(fsattn_variant_name(FSATTN_OP_IDA_FORWARD, FSATTN_DEVICE_CPU, -1), nullptr);
+  EXPECT_EQ(fsattn_variant_name(FSATTN_OP_IDA_FORWARD, FSATTN_DEVICE_CPU, INT32_MIN), nullptr);  // found by the fuzzer
   EXPECT_STREQ(fsattn_variant_name(FSATTN_OP_BLA_FORWARD, FSATTN_DEVICE_CPU, 0), "cpu_c64");
   EXPECT_EQ(fsattn_variant_count(FSATTN_OP_BLA_INTERPOLATE, FSATTN_DEVICE_CPU), 1);
   EXPECT_STRNE(fsattn_version(), "");

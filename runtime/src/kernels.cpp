@@ -3,6 +3,8 @@
 #include "status.h"
 #include "validate.h"
 
+#include <cpuid.h>
+
 #include <cstring>
 #include <string>
 
@@ -39,6 +41,12 @@ const char *op_name(fsattn_op op) {
   return "unknown op";
 }
 
+// F16C from CPUID leaf 1 (clang's __builtin_cpu_supports does not know it).
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+
 // Whether this CPU has every feature of one Halide target string ("x86-64-linux-avx-avx2-...").
 bool cpu_runs(const std::string &target) {
   struct Feature {
@@ -51,7 +59,7 @@ bool cpu_runs(const std::string &target) {
       {"-avx-", bool(__builtin_cpu_supports("avx"))},
       {"-avx2", bool(__builtin_cpu_supports("avx2"))},
       {"-fma", bool(__builtin_cpu_supports("fma"))},
-      {"-f16c", bool(__builtin_cpu_supports("f16c"))},
+      {"-f16c", has_f16c()},
       {"-avx512", bool(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd"))},
       {"-avx512_skylake", bool(__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
                                __builtin_cpu_supports("avx512vl"))},
@@ -116,8 +124,9 @@ extern "C" int fsattn_variant_count(fsattn_op op, fsattn_device device) {
 
 extern "C" const char *fsattn_variant_name(fsattn_op op, fsattn_device device, int index) {
   const int o = fsattn::enum_value(op), d = fsattn::enum_value(device);
+  int seen = 0;
   for (const fsattn::Kernel &k : fsattn::kTable) {
-    if (k.op == o && k.device == d && index-- == 0) return k.variant;
+    if (k.op == o && k.device == d && seen++ == index) return k.variant;
   }
   return nullptr;
 }
