@@ -220,3 +220,47 @@ TEST(BlaReference, InterpolationIsTheBlurredHistory) {
   const std::vector<double> slots = ref::bla_interpolate(s.B, s.H, s.Dk, s.M, s.W, s.S, t, anchors, out.state_k);
   for (size_t e = 0; e < slots.size(); ++e) ASSERT_NEAR(slots[e], out.state_k[e], 1e-12);
 }
+
+// The reference's hand-derived gradients against central finite differences of
+// L = <d_o, o> + <d_state_k, Ks_T> + <d_state_v, Vs_T>, for every input, with initial states,
+// non-integer W, S ≠ 2M+1 and pos0 > 0 (SPEC.md §4: within 1e-6).
+TEST(BlaReference, GradientsMatchFiniteDifferences) {
+  const ref::BlaShape s{2, 7, 2, 3, 2, /*M=*/2, /*W=*/5.5, /*S=*/4};
+  const BlaCase c = make_bla_case(s, /*pos0=*/3, 91, 0.7, true);
+  std::mt19937_64 rng(92);
+  const std::vector<double> d_o = random_tensor(rng, s.B * s.T * s.H * s.Dv).d;
+  const std::vector<double> d_sk = random_tensor(rng, s.B * s.H * s.S * s.Dk).d;
+  const std::vector<double> d_sv = random_tensor(rng, s.B * s.H * s.S * s.Dv).d;
+  struct Inputs {
+    std::vector<double> q, k, v, log_gamma, state_k, state_v;
+  };
+  const Inputs x0{c.q.d, c.k.d, c.v.d, c.log_gamma.d, c.state_k.d, c.state_v.d};
+  auto loss = [&](const Inputs &x) {
+    ref::BlaParams p = c.ref_params();
+    p.log_gamma = x.log_gamma;
+    const ref::BlaOutputs out = ref::bla_forward(s, p, x.q, x.k, x.v, x.state_k, x.state_v);
+    double l = 0;
+    for (size_t i = 0; i < d_o.size(); ++i) l += d_o[i] * out.o[i];
+    for (size_t i = 0; i < d_sk.size(); ++i) l += d_sk[i] * out.state_k[i];
+    for (size_t i = 0; i < d_sv.size(); ++i) l += d_sv[i] * out.state_v[i];
+    return l;
+  };
+  ref::BlaParams p = c.ref_params();
+  const ref::BlaGrads g = ref::bla_backward(s, p, x0.q, x0.k, x0.v, x0.state_k, x0.state_v, d_o, d_sk, d_sv);
+  const std::pair<std::vector<double> Inputs::*, const std::vector<double> *> checks[] = {
+      {&Inputs::q, &g.q},           {&Inputs::k, &g.k},             {&Inputs::v, &g.v},
+      {&Inputs::log_gamma, &g.log_gamma}, {&Inputs::state_k, &g.state_k}, {&Inputs::state_v, &g.state_v}};
+  const char *names[] = {"q", "k", "v", "log_gamma", "state_k", "state_v"};
+  for (size_t n = 0; n < std::size(checks); ++n) {
+    const auto [member, analytic] = checks[n];
+    std::vector<double> numeric((x0.*member).size());
+    for (size_t i = 0; i < numeric.size(); ++i) {
+      const double h = 1e-6;
+      Inputs plus = x0, minus = x0;
+      (plus.*member)[i] += h;
+      (minus.*member)[i] -= h;
+      numeric[i] = (loss(plus) - loss(minus)) / (2 * h);
+    }
+    EXPECT_LE(rel_err(*analytic, numeric), 1e-6) << names[n];
+  }
+}

@@ -137,4 +137,90 @@ BlaOutputs bla_forward(const BlaShape &s, const BlaParams &p, const std::vector<
   return out;
 }
 
+BlaGrads bla_backward(const BlaShape &s, const BlaParams &p, const std::vector<double> &q,
+                      const std::vector<double> &k, const std::vector<double> &v,
+                      const std::vector<double> &state_k_in, const std::vector<double> &state_v_in,
+                      const std::vector<double> &d_o, const std::vector<double> &d_state_k,
+                      const std::vector<double> &d_state_v) {
+  const int64_t B = s.B, T = s.T, H = s.H, Dk = s.Dk, Dv = s.Dv, S = s.S;
+  BlaGrads g;
+  g.q.assign(q.size(), 0.0);
+  g.k.assign(k.size(), 0.0);
+  g.v.assign(v.size(), 0.0);
+  g.log_gamma.assign(H, 0.0);
+  g.state_k.assign(B * H * S * Dk, 0.0);
+  g.state_v.assign(B * H * S * Dv, 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const double gamma = std::exp(p.log_gamma[h]);
+      const size_t sk = (b * H + h) * S * Dk, sv = (b * H + h) * S * Dv;
+      // Forward again, keeping every state: Ks[t] is the state before token t, Ks[T] the final.
+      std::vector<std::vector<double>> Ks(T + 1, std::vector<double>(S * Dk, 0.0)),
+          Vs(T + 1, std::vector<double>(S * Dv, 0.0)), phi(T, std::vector<double>(S)), pi(T, std::vector<double>(S));
+      if (!state_k_in.empty()) std::copy(&state_k_in[sk], &state_k_in[sk] + S * Dk, Ks[0].begin());
+      if (!state_v_in.empty()) std::copy(&state_v_in[sv], &state_v_in[sv] + S * Dv, Vs[0].begin());
+      for (int64_t i = 0; i < T; ++i) {
+        const size_t ak = ((b * T + i) * H + h) * Dk, av = ((b * T + i) * H + h) * Dv;
+        for (int64_t j = 0; j < S; ++j) phi[i][j] = dirichlet_weight(s.M, s.W, S, j, p.pos0 + i);
+        for (int64_t j = 0; j < S; ++j) {
+          for (int64_t r = 0; r < Dk; ++r) Ks[i + 1][j * Dk + r] = gamma * Ks[i][j * Dk + r] + phi[i][j] * k[ak + r];
+          for (int64_t c = 0; c < Dv; ++c) Vs[i + 1][j * Dv + c] = gamma * Vs[i][j * Dv + c] + phi[i][j] * v[av + c];
+        }
+        double zmax = -INFINITY;
+        for (int64_t j = 0; j < S; ++j) {
+          double dot = 0;
+          for (int64_t r = 0; r < Dk; ++r) dot += Ks[i + 1][j * Dk + r] * q[ak + r];
+          pi[i][j] = p.scale * dot;
+          zmax = std::max(zmax, pi[i][j]);
+        }
+        double den = 0;
+        for (int64_t j = 0; j < S; ++j) den += (pi[i][j] = std::exp(pi[i][j] - zmax));
+        for (int64_t j = 0; j < S; ++j) pi[i][j] /= den;
+      }
+      // Backward: GK, GV are dL/dKs, dL/dVs of the state after token i, all paths included.
+      std::vector<double> GK(S * Dk, 0.0), GV(S * Dv, 0.0), dpi(S), dz(S);
+      if (!d_state_k.empty()) std::copy(&d_state_k[sk], &d_state_k[sk] + S * Dk, GK.begin());
+      if (!d_state_v.empty()) std::copy(&d_state_v[sv], &d_state_v[sv] + S * Dv, GV.begin());
+      double d_gamma = 0;
+      for (int64_t i = T - 1; i >= 0; --i) {
+        const size_t ak = ((b * T + i) * H + h) * Dk, av = ((b * T + i) * H + h) * Dv;
+        const std::vector<double> &Kt = Ks[i + 1], &Vt = Vs[i + 1];
+        // o = Vs^T π: dπ = Vs do, dVs += π do^T
+        double pdp = 0;
+        for (int64_t j = 0; j < S; ++j) {
+          dpi[j] = 0;
+          for (int64_t c = 0; c < Dv; ++c) {
+            dpi[j] += Vt[j * Dv + c] * d_o[av + c];
+            GV[j * Dv + c] += pi[i][j] * d_o[av + c];
+          }
+          pdp += pi[i][j] * dpi[j];
+        }
+        // π = softmax(z): dz = π (dπ − π·dπ); z = scale Ks q: dq = scale Ks^T dz, dKs += scale dz q^T
+        for (int64_t j = 0; j < S; ++j) dz[j] = pi[i][j] * (dpi[j] - pdp);
+        for (int64_t j = 0; j < S; ++j)
+          for (int64_t r = 0; r < Dk; ++r) {
+            g.q[ak + r] += p.scale * Kt[j * Dk + r] * dz[j];
+            GK[j * Dk + r] += p.scale * dz[j] * q[ak + r];
+          }
+        // Ks_after = γ Ks_before + φ k^T: dk = GK^T φ, dγ += <GK, Ks_before>, GK <- γ GK
+        for (int64_t j = 0; j < S; ++j) {
+          for (int64_t r = 0; r < Dk; ++r) {
+            g.k[ak + r] += GK[j * Dk + r] * phi[i][j];
+            d_gamma += GK[j * Dk + r] * Ks[i][j * Dk + r];
+            GK[j * Dk + r] *= gamma;
+          }
+          for (int64_t c = 0; c < Dv; ++c) {
+            g.v[av + c] += GV[j * Dv + c] * phi[i][j];
+            d_gamma += GV[j * Dv + c] * Vs[i][j * Dv + c];
+            GV[j * Dv + c] *= gamma;
+          }
+        }
+      }
+      g.log_gamma[h] += gamma * d_gamma;  // dγ/dlog γ = γ
+      std::copy(GK.begin(), GK.end(), &g.state_k[sk]);
+      std::copy(GV.begin(), GV.end(), &g.state_v[sv]);
+    }
+  return g;
+}
+
 }  // namespace fsattn::ref

@@ -25,6 +25,20 @@ struct BlaOutputs {
   std::vector<double> state_k, state_v;  // [B,H,S,Dk] [B,H,S,Dv]
 };
 
+// Gradients of L = <d_o, o> + <d_state_k, Ks_T> + <d_state_v, Vs_T> (SPEC.md §2 "Backward"),
+// derived by hand (reverse recurrence over the stored per-token states). Empty d_state_* are
+// zero; the state gradients are those of the initial states.
+struct BlaGrads {
+  std::vector<double> q, k, v;           // [B,T,H,Dk] [B,T,H,Dk] [B,T,H,Dv]
+  std::vector<double> log_gamma;         // [H]
+  std::vector<double> state_k, state_v;  // [B,H,S,Dk] [B,H,S,Dv]
+};
+BlaGrads bla_backward(const BlaShape &s, const BlaParams &p, const std::vector<double> &q,
+                      const std::vector<double> &k, const std::vector<double> &v,
+                      const std::vector<double> &state_k_in, const std::vector<double> &state_v_in,
+                      const std::vector<double> &d_o, const std::vector<double> &d_state_k,
+                      const std::vector<double> &d_state_v);
+
 // D_M(x) = 1 + 2 Σ_{m=1..M} cos(2π m x / W), summed term by term.
 double dirichlet(int64_t M, double W, double x);
 
