@@ -98,22 +98,34 @@ inline IdaCase make_ida_case(ref::IdaShape s, uint64_t seed, bool with_state) {
   return c;
 }
 
-struct IdaResult {
+// A forward call's status and outputs (NaN where the kernel wrote nothing).
+struct ForwardResult {
   fsattn_status status;
   std::vector<float> o, state_k, state_v;
 };
+using IdaResult = ForwardResult;
+using BlaResult = ForwardResult;
 
-inline IdaResult run_ida_forward(const IdaCase &c, const char *variant = nullptr) {
-  IdaResult r;
-  r.o.assign(c.s.B * c.s.T * c.s.H * c.s.Dv, NAN);
-  r.state_k.assign(c.s.B * c.s.H * c.s.M * c.s.Dk * 2, NAN);
-  r.state_v.assign(c.s.B * c.s.H * c.s.M * c.s.Dv * 2, NAN);
+// Calls forward(exec, dims, params, q, k, v, state_k_in, state_v_in, o, state_k_out,
+// state_v_out) on case c, with outputs of `o_size` and `state_k_size`/`state_v_size` values.
+template <typename Case, typename Params, typename Forward>
+ForwardResult run_forward(const Case &c, const Params &params, Forward forward, const char *variant,
+                          size_t o_size, size_t state_k_size, size_t state_v_size) {
+  ForwardResult r;
+  r.o.assign(o_size, NAN);
+  r.state_k.assign(state_k_size, NAN);
+  r.state_v.assign(state_v_size, NAN);
   fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant};
   fsattn_dims dims = c.dims();
-  fsattn_ida_params p = c.params();
-  r.status = fsattn_ida_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
-                                c.state_v.ptr(), r.o.data(), r.state_k.data(), r.state_v.data());
+  r.status = forward(&exec, &dims, &params, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(), c.state_v.ptr(),
+                     r.o.data(), r.state_k.data(), r.state_v.data());
   return r;
+}
+
+inline IdaResult run_ida_forward(const IdaCase &c, const char *variant = nullptr) {
+  const auto &s = c.s;
+  return run_forward(c, c.params(), fsattn_ida_forward, variant, s.B * s.T * s.H * s.Dv, s.B * s.H * s.M * s.Dk * 2,
+                     s.B * s.H * s.M * s.Dv * 2);
 }
 
 inline ref::IdaOutputs reference_ida_forward(const IdaCase &c) {
@@ -182,22 +194,10 @@ inline BlaCase make_bla_case(ref::BlaShape s, int64_t pos0, uint64_t seed, doubl
   return c;
 }
 
-struct BlaResult {
-  fsattn_status status;
-  std::vector<float> o, state_k, state_v;
-};
-
 inline BlaResult run_bla_forward(const BlaCase &c, const char *variant = nullptr) {
-  BlaResult r;
-  r.o.assign(c.s.B * c.s.T * c.s.H * c.s.Dv, NAN);
-  r.state_k.assign(c.s.B * c.s.H * c.s.S * c.s.Dk, NAN);
-  r.state_v.assign(c.s.B * c.s.H * c.s.S * c.s.Dv, NAN);
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant};
-  fsattn_dims dims = c.dims();
-  fsattn_bla_params p = c.params();
-  r.status = fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
-                                c.state_v.ptr(), r.o.data(), r.state_k.data(), r.state_v.data());
-  return r;
+  const auto &s = c.s;
+  return run_forward(c, c.params(), fsattn_bla_forward, variant, s.B * s.T * s.H * s.Dv, s.B * s.H * s.S * s.Dk,
+                     s.B * s.H * s.S * s.Dv);
 }
 
 inline ref::BlaOutputs reference_bla_forward(const BlaCase &c) {
