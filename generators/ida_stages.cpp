@@ -20,21 +20,24 @@ IdaFeatures ida_features(const Func &q, const Func &k, const Func &v, const Func
   f.rv = RDom(0, dv, "rv");
 
   // xi(x) = silu(x) / sqrt(Σ silu(x)^2 + eps)
+  f.q_act = Func("q_act");
+  f.q_act(x.r, x.i, x.c, x.h, x.b) = silu(f.q(x.r, x.i, x.c, x.h, x.b));
+  f.k_act = Func("k_act");
+  f.k_act(x.r, x.i, x.c, x.h, x.b) = silu(f.k(x.r, x.i, x.c, x.h, x.b));
   f.q_ssq = Func("q_ssq");
   f.q_ssq(x.i, x.c, x.h, x.b) = 0.0f;
-  f.q_ssq(x.i, x.c, x.h, x.b) += pow(silu(f.q(f.rk, x.i, x.c, x.h, x.b)), 2);
+  f.q_ssq(x.i, x.c, x.h, x.b) += pow(f.q_act(f.rk, x.i, x.c, x.h, x.b), 2);
   f.fq = Func("fq");
-  f.fq(x.r, x.i, x.c, x.h, x.b) =
-      silu(f.q(x.r, x.i, x.c, x.h, x.b)) / sqrt(f.q_ssq(x.i, x.c, x.h, x.b) + eps);
+  f.fq(x.r, x.i, x.c, x.h, x.b) = f.q_act(x.r, x.i, x.c, x.h, x.b) / sqrt(f.q_ssq(x.i, x.c, x.h, x.b) + eps);
 
   f.k_ssq = Func("k_ssq");
   f.k_ssq(x.i, x.c, x.h, x.b) = 0.0f;
-  f.k_ssq(x.i, x.c, x.h, x.b) += pow(silu(f.k(f.rk, x.i, x.c, x.h, x.b)), 2);
+  f.k_ssq(x.i, x.c, x.h, x.b) += pow(f.k_act(f.rk, x.i, x.c, x.h, x.b), 2);
   // mean_r xi(k)_r^2 = ssq / (ssq + eps) / Dk: the RMSNorm of xi(k) needs no second pass.
   f.k_msq = Func("k_msq");
   Expr ssq = f.k_ssq(x.i, x.c, x.h, x.b);
   f.k_msq(x.i, x.c, x.h, x.b) = ssq / (ssq + eps) / cast<float>(dk);
-  Expr xi_k = silu(f.k(x.r, x.i, x.c, x.h, x.b)) / sqrt(ssq + eps);
+  Expr xi_k = f.k_act(x.r, x.i, x.c, x.h, x.b) / sqrt(ssq + eps);
   f.kt = Func("kt");
   f.kt(x.r, x.i, x.c, x.h, x.b) =
       select(g.valid(x.i, x.c),
