@@ -86,6 +86,40 @@ std::vector<double> fourier_slot_state(const BlaShape &s, int64_t D, const std::
   return out;
 }
 
+namespace {
+
+// The initial state of one (batch, head): n values from `offset`, or zeros when none is given.
+std::vector<double> head_state(const std::vector<double> &in, size_t offset, int64_t n) {
+  if (in.empty()) return std::vector<double>(n, 0.0);
+  return std::vector<double>(in.begin() + offset, in.begin() + offset + n);
+}
+
+// One token at position t of one (batch, head), SPEC.md §2: the write weights φ_t, then
+// Ks_t[j] = γ Ks_{t-1}[j] + φ_t[j] k_t (same for Vs), then π_t = softmax_j(scale Ks_t[j] · q_t)
+// with the max subtracted so exp cannot overflow.
+void bla_token(const BlaShape &s, const BlaParams &p, double gamma, int64_t t, const double *q, const double *k,
+               const double *v, std::vector<double> &Ks, std::vector<double> &Vs, std::vector<double> &phi,
+               std::vector<double> &pi) {
+  const int64_t S = s.S, Dk = s.Dk, Dv = s.Dv;
+  for (int64_t j = 0; j < S; ++j) phi[j] = dirichlet_weight(s.M, s.W, S, j, t);
+  for (int64_t j = 0; j < S; ++j) {
+    for (int64_t r = 0; r < Dk; ++r) Ks[j * Dk + r] = gamma * Ks[j * Dk + r] + phi[j] * k[r];
+    for (int64_t c = 0; c < Dv; ++c) Vs[j * Dv + c] = gamma * Vs[j * Dv + c] + phi[j] * v[c];
+  }
+  double zmax = -INFINITY;
+  for (int64_t j = 0; j < S; ++j) {
+    double dot = 0;
+    for (int64_t r = 0; r < Dk; ++r) dot += Ks[j * Dk + r] * q[r];
+    pi[j] = p.scale * dot;
+    zmax = std::max(zmax, pi[j]);
+  }
+  double den = 0;
+  for (int64_t j = 0; j < S; ++j) den += (pi[j] = std::exp(pi[j] - zmax));
+  for (int64_t j = 0; j < S; ++j) pi[j] /= den;
+}
+
+}  // namespace
+
 BlaOutputs bla_forward(const BlaShape &s, const BlaParams &p, const std::vector<double> &q,
                        const std::vector<double> &k, const std::vector<double> &v,
                        const std::vector<double> &state_k_in, const std::vector<double> &state_v_in) {
@@ -94,40 +128,20 @@ BlaOutputs bla_forward(const BlaShape &s, const BlaParams &p, const std::vector<
   out.o.assign(B * T * H * Dv, 0.0);
   out.state_k.assign(B * H * S * Dk, 0.0);
   out.state_v.assign(B * H * S * Dv, 0.0);
-  std::vector<double> phi(S), z(S);
+  std::vector<double> phi(S), pi(S);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < H; ++h) {
       const double gamma = std::exp(p.log_gamma[h]);
-      // Ks [S][Dk], Vs [S][Dv]
       const size_t sk = (b * H + h) * S * Dk, sv = (b * H + h) * S * Dv;
-      std::vector<double> Ks(S * Dk, 0.0), Vs(S * Dv, 0.0);
-      if (!state_k_in.empty()) std::copy(&state_k_in[sk], &state_k_in[sk] + S * Dk, Ks.begin());
-      if (!state_v_in.empty()) std::copy(&state_v_in[sv], &state_v_in[sv] + S * Dv, Vs.begin());
-
+      std::vector<double> Ks = head_state(state_k_in, sk, S * Dk), Vs = head_state(state_v_in, sv, S * Dv);
       for (int64_t i = 0; i < T; ++i) {
-        const int64_t t = p.pos0 + i;
         const size_t ak = ((b * T + i) * H + h) * Dk, av = ((b * T + i) * H + h) * Dv;
-        for (int64_t j = 0; j < S; ++j) phi[j] = dirichlet_weight(s.M, s.W, S, j, t);
-        // Ks_t[j] = γ Ks_{t-1}[j] + φ_t[j] k_t, same for Vs
-        for (int64_t j = 0; j < S; ++j) {
-          for (int64_t r = 0; r < Dk; ++r) Ks[j * Dk + r] = gamma * Ks[j * Dk + r] + phi[j] * k[ak + r];
-          for (int64_t c = 0; c < Dv; ++c) Vs[j * Dv + c] = gamma * Vs[j * Dv + c] + phi[j] * v[av + c];
-        }
-        // z_t[j] = scale (Ks_t[j] · q_t); softmax with the max subtracted so exp cannot overflow
-        double zmax = -INFINITY;
-        for (int64_t j = 0; j < S; ++j) {
-          double dot = 0;
-          for (int64_t r = 0; r < Dk; ++r) dot += Ks[j * Dk + r] * q[ak + r];
-          z[j] = p.scale * dot;
-          zmax = std::max(zmax, z[j]);
-        }
-        double den = 0;
-        for (int64_t j = 0; j < S; ++j) den += (z[j] = std::exp(z[j] - zmax));
+        bla_token(s, p, gamma, p.pos0 + i, &q[ak], &k[ak], &v[av], Ks, Vs, phi, pi);
         // o_t = Σ_j π_t[j] Vs_t[j]
         for (int64_t c = 0; c < Dv; ++c) {
           double acc = 0;
-          for (int64_t j = 0; j < S; ++j) acc += z[j] * Vs[j * Dv + c];
-          out.o[av + c] = acc / den;
+          for (int64_t j = 0; j < S; ++j) acc += pi[j] * Vs[j * Dv + c];
+          out.o[av + c] = acc;
         }
       }
       std::copy(Ks.begin(), Ks.end(), &out.state_k[sk]);
@@ -155,27 +169,14 @@ BlaGrads bla_backward(const BlaShape &s, const BlaParams &p, const std::vector<d
       const double gamma = std::exp(p.log_gamma[h]);
       const size_t sk = (b * H + h) * S * Dk, sv = (b * H + h) * S * Dv;
       // Forward again, keeping every state: Ks[t] is the state before token t, Ks[T] the final.
-      std::vector<std::vector<double>> Ks(T + 1, std::vector<double>(S * Dk, 0.0)),
-          Vs(T + 1, std::vector<double>(S * Dv, 0.0)), phi(T, std::vector<double>(S)), pi(T, std::vector<double>(S));
-      if (!state_k_in.empty()) std::copy(&state_k_in[sk], &state_k_in[sk] + S * Dk, Ks[0].begin());
-      if (!state_v_in.empty()) std::copy(&state_v_in[sv], &state_v_in[sv] + S * Dv, Vs[0].begin());
+      std::vector<std::vector<double>> Ks(T + 1), Vs(T + 1), phi(T, std::vector<double>(S)), pi(T, std::vector<double>(S));
+      Ks[0] = head_state(state_k_in, sk, S * Dk);
+      Vs[0] = head_state(state_v_in, sv, S * Dv);
       for (int64_t i = 0; i < T; ++i) {
         const size_t ak = ((b * T + i) * H + h) * Dk, av = ((b * T + i) * H + h) * Dv;
-        for (int64_t j = 0; j < S; ++j) phi[i][j] = dirichlet_weight(s.M, s.W, S, j, p.pos0 + i);
-        for (int64_t j = 0; j < S; ++j) {
-          for (int64_t r = 0; r < Dk; ++r) Ks[i + 1][j * Dk + r] = gamma * Ks[i][j * Dk + r] + phi[i][j] * k[ak + r];
-          for (int64_t c = 0; c < Dv; ++c) Vs[i + 1][j * Dv + c] = gamma * Vs[i][j * Dv + c] + phi[i][j] * v[av + c];
-        }
-        double zmax = -INFINITY;
-        for (int64_t j = 0; j < S; ++j) {
-          double dot = 0;
-          for (int64_t r = 0; r < Dk; ++r) dot += Ks[i + 1][j * Dk + r] * q[ak + r];
-          pi[i][j] = p.scale * dot;
-          zmax = std::max(zmax, pi[i][j]);
-        }
-        double den = 0;
-        for (int64_t j = 0; j < S; ++j) den += (pi[i][j] = std::exp(pi[i][j] - zmax));
-        for (int64_t j = 0; j < S; ++j) pi[i][j] /= den;
+        Ks[i + 1] = Ks[i];
+        Vs[i + 1] = Vs[i];
+        bla_token(s, p, gamma, p.pos0 + i, &q[ak], &k[ak], &v[av], Ks[i + 1], Vs[i + 1], phi[i], pi[i]);
       }
       // Backward: GK, GV are dL/dKs, dL/dVs of the state after token i, all paths included.
       std::vector<double> GK(S * Dk, 0.0), GV(S * Dv, 0.0), dpi(S), dz(S);
