@@ -20,7 +20,7 @@ int chunk_of(const std::string &variant) {
 
 // Times run(case) and reports tokens/s and GFLOP/s (flops_per_token per token and head).
 template <typename Case, typename Run>
-void time_forward(benchmark::State &state, const Case &c, Run run, double flops_per_token) {
+void time_call(benchmark::State &state, const Case &c, Run run, double flops_per_token) {
   for (auto _ : state) {
     if (run(c) != FSATTN_OK) {
       state.SkipWithError(fsattn_last_error());
@@ -39,7 +39,7 @@ void ida_forward(benchmark::State &state, std::string variant, ref::IdaShape s) 
   fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant.c_str()};
   fsattn_dims dims = c.dims();
   fsattn_ida_params p = c.params();
-  time_forward(state, c, [&](const IdaCase &x) {
+  time_call(state, c, [&](const IdaCase &x) {
     return fsattn_ida_forward(&exec, &dims, &p, x.q.ptr(), x.k.ptr(), x.v.ptr(), x.state_k.ptr(), x.state_v.ptr(),
                               o.data(), sk.data(), sv.data());
   }, bench::ida_forward_flops_per_token(s.M, s.Dk, s.Dv, chunk_of(variant)));
@@ -51,10 +51,25 @@ void bla_forward(benchmark::State &state, std::string variant, ref::BlaShape s) 
   fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant.c_str()};
   fsattn_dims dims = c.dims();
   fsattn_bla_params p = c.params();
-  time_forward(state, c, [&](const BlaCase &x) {
+  time_call(state, c, [&](const BlaCase &x) {
     return fsattn_bla_forward(&exec, &dims, &p, x.q.ptr(), x.k.ptr(), x.v.ptr(), x.state_k.ptr(), x.state_v.ptr(),
                               o.data(), sk.data(), sv.data());
   }, bench::bla_forward_flops_per_token(double(s.S), s.Dk, s.Dv, chunk_of(variant)));
+}
+
+void bla_backward(benchmark::State &state, std::string variant, ref::BlaShape s) {
+  BlaCase c = make_bla_case(s, 0, 42, 0.9, true);
+  BlaUpstream u = make_bla_upstream(c, 43, true);
+  std::vector<float> dq(c.q.f.size()), dk(c.k.f.size()), dv(c.v.f.size()), dlg(s.H);
+  std::vector<float> dsk(c.state_k.f.size()), dsv(c.state_v.f.size());
+  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant.c_str()};
+  fsattn_dims dims = c.dims();
+  fsattn_bla_params p = c.params();
+  time_call(state, c, [&](const BlaCase &x) {
+    return fsattn_bla_backward(&exec, &dims, &p, x.q.ptr(), x.k.ptr(), x.v.ptr(), x.state_k.ptr(), x.state_v.ptr(),
+                               u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(), dq.data(), dk.data(), dv.data(),
+                               dlg.data(), dsk.data(), dsv.data());
+  }, bench::bla_backward_flops_per_token(double(s.S), s.Dk, s.Dv, chunk_of(variant)));
 }
 
 // The shape of the IDA issue: B=2, T=2048, H=4, Dk=Dv=64, M=64.
@@ -71,6 +86,9 @@ int register_all() {
   }
   for (const std::string &v : cpu_variants(FSATTN_OP_BLA_FORWARD)) {
     configure(benchmark::RegisterBenchmark(("bla_forward/cpu/" + v).c_str(), bla_forward, v, kBlaShape));
+  }
+  for (const std::string &v : cpu_variants(FSATTN_OP_BLA_BACKWARD)) {
+    configure(benchmark::RegisterBenchmark(("bla_backward/cpu/" + v).c_str(), bla_backward, v, kBlaShape));
   }
   return 0;
 }

@@ -29,4 +29,15 @@ inline double bla_forward_flops_per_token(double S, double Dk, double Dv, double
   return 4 * S * (Dk + Dv) + 2 * L * Dk + S * (L + 1) + 2 * S * L + (L + 1) * Dv;
 }
 
+// BLA backward, per token (bla_backward.h): the forward recomputed, the adjoint reads and
+// the two reverse scans:
+//   key carry + z through the chunk state, q·k, z within the chunk   4 S Dk + 2 L Dk + S (L+1)
+//   value carry + dπ through the chunk state, d_o·v, dπ within        4 S Dv + 2 L Dv + S (L+1)
+//   dq through the chunk state, dz·φ weights, dq within the chunk    2 S Dk + 2 S L + (L+1) Dk
+//   key adjoint carry + dk through its state, φ·dz weights, within   4 S Dk + 2 S L + (L+1) Dk
+//   value adjoint carry + dv through its state, φ·π weights, within  4 S Dv + 2 S L + (L+1) Dv
+inline double bla_backward_flops_per_token(double S, double Dk, double Dv, double L) {
+  return 10 * S * Dk + 8 * S * Dv + 2 * L * (Dk + Dv) + 2 * S * (L + 1) + 6 * S * L + (L + 1) * (2 * Dk + Dv);
+}
+
 }  // namespace fsattn::bench

@@ -4,7 +4,6 @@ using namespace Halide;
 
 namespace fsattn {
 
-namespace {
 CxFunc real_state(const Func &stored, const std::string &name) {
   const Vars &x = vars();
   CxFunc f(name, true);
@@ -12,13 +11,12 @@ CxFunc real_state(const Func &stored, const std::string &name) {
   return f;
 }
 
-Func final_state(const CxFunc &state, const Expr &last_chunk, const std::string &name) {
+Func final_state(const CxFunc &state, const Expr &index, const std::string &name) {
   const Vars &x = vars();
   Func f(name);
-  f(x.r, x.m, x.h, x.b) = state(x.r, x.m, last_chunk, x.h, x.b).re;
+  f(x.r, x.m, x.h, x.b) = state(x.r, x.m, index, x.h, x.b).re;
   return f;
 }
-}  // namespace
 
 BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk, bool masked) {
   const Vars &x = vars();
@@ -44,8 +42,8 @@ BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk, bo
 
   s.o = Func("o");
   s.o(x.r, x.h, x.t, x.b) = s.o_read.out(x.r, x.t % chunk, x.t / chunk, x.h, x.b);
-  s.state_k_out = final_state(s.key_scan.state, g.N, "state_k_out");
-  s.state_v_out = final_state(s.value_scan.state, g.N, "state_v_out");
+  s.state_k_out = final_state(s.key_scan.state, g.exit_index(), "state_k_out");
+  s.state_v_out = final_state(s.value_scan.state, g.exit_index(), "state_v_out");
   return s;
 }
 

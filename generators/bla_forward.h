@@ -28,6 +28,10 @@ struct BlaForwardStages {
   Halide::Func state_k_out, state_v_out;   // (r, m, h, b)
 };
 
+// A state buffer (r, m, h, b) as a real CxFunc, and one state of a scan (index 0..N) as a buffer.
+CxFunc real_state(const Halide::Func &stored, const std::string &name);
+Halide::Func final_state(const CxFunc &state, const Halide::Expr &index, const std::string &name);
+
 // masked: see ChunkGrid::masked.
 BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk, bool masked = false);
 

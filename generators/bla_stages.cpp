@@ -21,7 +21,7 @@ BlaWrites bla_writes(const Func &log_gamma, const Expr &phase, const Expr &modes
   w.phi = Func("phi");
   w.phi(x.m, x.i, x.c) = cast<float>(dirichlet_between(w.slot_rotor(x.m), w.token_rotor(x.i, x.c), modes) / period);
   w.write = CxFunc("bla_write", true);
-  w.write.define({x.m, x.i, x.c, x.h}, Cx(w.phi(x.m, x.i, x.c)));
+  w.write.define({x.m, x.i, x.c, x.h, x.b}, Cx(w.phi(x.m, x.i, x.c)));
   return w;
 }
 

@@ -13,7 +13,7 @@ struct BlaWrites {
   Halide::Func slot_rotor;   // (m): Dirichlet rotors of the anchors a_m = m W / S
   Halide::Func token_rotor;  // (i, c): Dirichlet rotors of the token positions
   Halide::Func phi;          // (m, i, c) = D_M(a_m − t) / W, t = pos0 + c L + i, float
-  CxFunc write;              // (m, i, c, h) = phi(m, i, c)
+  CxFunc write;              // (m, i, c, h, b) = phi(m, i, c)
 };
 // phase = pos0 mod W, reduced exactly by the caller, in double; positions within the call
 // are formed as phase + c L + i.

@@ -12,7 +12,7 @@ struct Vars {
   Halide::Var m{"m"};      // mode (IDA) or slot (BLA)
   Halide::Var m2{"m2"};    // second mode index of an M×M matrix
   Halide::Var i{"i"};      // token within its chunk
-  Halide::Var tau{"tau"};  // earlier token within the same chunk (tau <= i)
+  Halide::Var tau{"tau"};  // another token of the same chunk (one that token i's state holds)
   Halide::Var n{"n"};      // exponent of a decay power
   Halide::Var c{"c"};      // chunk
   Halide::Var h{"h"};      // head
@@ -26,33 +26,65 @@ inline const Vars &vars() {
 }
 
 // Tokens t = c * L + i, 0 <= i < L, 0 <= c < N. The last chunk may be partial.
+//
+// A scan runs forward (the state at token i holds the tokens up to i) or, for the adjoint
+// of a forward scan, in reverse (the state at token i holds the tokens from i to the end;
+// the reverse state entering a chunk is the one after its last token). Both use the same
+// chunks, so a backward pass can pair each chunk's forward and adjoint states.
 struct ChunkGrid {
   Halide::Expr T;  // tokens in the call
   int L;           // chunk length (a schedule knob; results do not depend on it)
   Halide::Expr N;  // number of chunks, ceil(T / L)
-  // How reductions over the earlier tokens tau <= i of a chunk are bounded: by i (half the
+  // How reductions over the contributing tokens tau <= i of a chunk are bounded: by i (half the
   // work), or, when masked, over the whole chunk with later tokens multiplied by zero. Halide
   // 14's autoschedulers emit invalid schedules (unrolled loops whose extent depends on i) for
   // the bounded form, so their baselines are built masked.
   bool masked = false;
+  bool reverse = false;  // see above; made by reversed()
 
   ChunkGrid(Halide::Expr T_, int L_, bool masked_ = false)
       : T(std::move(T_)), L(L_), N((T + (L_ - 1)) / L_), masked(masked_) {}
+  ChunkGrid reversed() const {
+    ChunkGrid g = *this;
+    g.reverse = !reverse;
+    return g;
+  }
   Halide::Expr token(const Halide::Expr &i, const Halide::Expr &c) const { return c * L + i; }
   // Tokens actually present in chunk c.
   Halide::Expr length(const Halide::Expr &c) const { return Halide::min(L, T - c * L); }
   Halide::Expr valid(const Halide::Expr &i, const Halide::Expr &c) const { return token(i, c) < T; }
 
-  // The tokens tau <= i of a chunk, as a reduction domain, and a term of its reduction.
-  Halide::RDom earlier_tokens(const Halide::Var &i, const std::string &name) const {
+  // Index of the state entering chunk c, in a state indexed 0..N: forward, the state before
+  // the chunk (c); in reverse, the state after it (c + 1). The scan's last state is at
+  // exit_index(): forward N (the final state), in reverse 0 (the initial state's adjoint).
+  Halide::Expr entering(const Halide::Expr &c) const { return reverse ? c + 1 : c; }
+  Halide::Expr exit_index() const { return reverse ? Halide::Expr(0) : N; }
+  // Decays from the entering state to the state at token i: forward i + 1, in reverse
+  // len - 1 - i (the reverse state at i holds token i itself undecayed).
+  Halide::Expr read_age(const Halide::Expr &i, const Halide::Expr &c) const {
+    return reverse ? Halide::clamp(length(c) - 1 - i, 0, L) : i + 1;
+  }
+  // Decays from token i's write to the state leaving the chunk: forward len - 1 - i; in
+  // reverse i + 1 (the adjoint of the state before the chunk). Tokens past the end of the
+  // sequence write zero; their exponent is clamped to stay in the table.
+  Halide::Expr carry_age(const Halide::Expr &i, const Halide::Expr &c) const {
+    return reverse ? Halide::clamp(i + 1, 0, L) : Halide::clamp(length(c) - 1 - i, 0, L);
+  }
+  // Decays from token tau's write to the state at token i, where tau contributes.
+  Halide::Expr lag(const Halide::Expr &tau, const Halide::Expr &i) const { return reverse ? tau - i : i - tau; }
+
+  // The tokens tau of a chunk that the state at token i holds (tau <= i; in reverse
+  // tau >= i), as a reduction domain, and a term of its reduction.
+  Halide::RDom contributing_tokens(const Halide::Var &i, const std::string &name) const {
     Halide::RDom r(0, L, name);
-    if (!masked) r.where(r.x <= i);
+    if (!masked) r.where(reverse ? r.x >= i : r.x <= i);
     return r;
   }
   // The mask multiplies: Halide trims the bounds of Funcs called inside a select's branches
   // by its condition, which would bring back the bounds that depend on i.
   Halide::Expr causal(const Halide::Expr &term, const Halide::RVar &tau, const Halide::Var &i) const {
-    return masked ? term * Halide::cast(term.type(), tau <= i) : term;
+    if (!masked) return term;
+    return term * Halide::cast(term.type(), reverse ? tau >= i : tau <= i);
   }
 };
 

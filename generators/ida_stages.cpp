@@ -67,7 +67,7 @@ IdaModes ida_modes(const Func &log_dt, const Func &a_re_log, const Func &a_im, c
   md.decay_pow = CxFunc("decay_pow", false);
   md.decay_pow.define({x.n, x.m, x.h}, cast_cx(Float(32), exp_polar(log_mag, phase)));
   md.write = CxFunc("write", false);
-  md.write.define({x.m, x.i, x.c, x.h}, Cx(b_mode(0, x.m, x.h), b_mode(1, x.m, x.h)));
+  md.write.define({x.m, x.i, x.c, x.h, x.b}, Cx(b_mode(0, x.m, x.h), b_mode(1, x.m, x.h)));
   return md;
 }
 

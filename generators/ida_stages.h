@@ -25,7 +25,7 @@ IdaFeatures ida_features(const Halide::Func &q, const Halide::Func &k, const Hal
 // Λ_m = exp(Δ A_m): the table of powers and the write weight B_m.
 struct IdaModes {
   CxFunc decay_pow;  // (n, m, h) = Λ_m^n = exp(n Δ A_m), 0 <= n <= L
-  CxFunc write;      // (m, i, c, h) = B_m (independent of the token)
+  CxFunc write;      // (m, i, c, h, b) = B_m (independent of the token)
 };
 IdaModes ida_modes(const Halide::Func &log_dt, const Halide::Func &a_re_log, const Halide::Func &a_im,
                    const Halide::Func &b_mode);

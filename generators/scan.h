@@ -4,6 +4,9 @@
 //     X_t[m, r] = λ_m X_{t-1}[m, r] + b_t[m] x_t[r]
 // with λ complex (IDA) or real (BLA) and b_t the write weight. Tokens are cut into chunks
 // of L; only the chunk-to-chunk carry is serial, everything else is parallel per chunk.
+// On a reversed grid (ChunkGrid::reversed) the same code runs the recurrence from the last
+// token to the first, X_t = λ X_{t+1} + b_t x_t, with the "initial" state after the last
+// token entering undecayed: the adjoint of a forward scan (a backward pass's state gradient).
 #pragma once
 
 #include "complex.h"
@@ -14,18 +17,23 @@ namespace fsattn {
 struct ScanInputs {
   CxFunc decay_pow;      // (n, m, h): λ_m^n for 0 <= n <= L, computed as exp(n log λ)
   bool decay_per_slot;   // false: decay_pow does not depend on m (BLA: one γ per head)
-  CxFunc write;          // (m, i, c, h): write weight b of token (i, c) on slot m
+  CxFunc write;          // (m, i, c, h, b): write weight b of token (i, c) on slot m
   bool write_per_token;  // false: write does not depend on (i, c) (IDA: B_m)
   Halide::Func x;        // (r, i, c, h, b): the written vector, zero past the last token
   CxFunc init;           // (r, m, h, b): the state before the first token
   Halide::Expr slots;    // extent of m
   Halide::Expr channels; // extent of r
+  // false: write does not depend on the batch b (the forward passes' φ and B_m); true for
+  // data-dependent weights (a backward pass's adjoint scans).
+  bool write_per_batch = false;
 };
 
 struct ScanStages {
-  CxFunc coef;   // (i, m, c, h): λ_m^(len_c - 1 - i) b_i[m], the weight of token i in the carry
-  CxFunc carry;  // (r, m, c, h, b): Σ_i coef x_i, the chunk's own contribution to its end state
-  CxFunc state;  // (r, m, c, h, b): the state before chunk c, 0 <= c <= N; state(N) is final
+  CxFunc coef;   // (i, m, c, h[, b]): λ_m^carry_age b_i[m], the weight of token i in the carry
+                 // (b only where the write weight depends on it)
+  CxFunc carry;  // (r, m, c, h, b): Σ_i coef x_i, the chunk's own contribution to the state it leaves
+  CxFunc state;  // (r, m, c, h, b), 0 <= c <= N: forward, the state before chunk c (state(N) is
+                 // final); in reverse, the state after chunk c - 1 (state(0) is the last)
   Halide::RDom carry_tokens;  // the reduction of carry
   Halide::RDom chunks;        // the serial update of state
 };
@@ -34,12 +42,14 @@ struct ScanStages {
 // (BLA's key and value scans), used instead of computing them again.
 ScanStages chunked_scan(const ScanInputs &in, const ChunkGrid &g, const CxFunc *shared_coef = nullptr);
 
+// Reads of the state at each token i of a chunk (including token i's own write).
+
 // Pass 1: read the state at each token with a real query over the channels,
 //     out_i[m] = Σ_r X_i[m, r] query_i[r]          (one value per slot)
 struct ChannelRead {
-  Halide::Func qx;  // (tau, i, c, h, b): query_i · x_tau within a chunk, tau <= i
-  Halide::Func decay_lag;  // (tau, i, h): λ^(i - tau), only where the decay is per head
-  Halide::Func qxd; // (tau, i, c, h, b): qx · λ^(i - tau), only where the decay is per head
+  Halide::Func qx;  // (tau, i, c, h, b): query_i · x_tau within a chunk, tau contributing to i
+  Halide::Func decay_lag;  // (tau, i, h): λ^lag(tau, i), only where the decay is per head
+  Halide::Func qxd; // (tau, i, c, h, b): qx · λ^lag, only where the decay is per head
   CxFunc inter;     // (m, i, c, h, b): Σ_r state(c)[m, r] query_i[r]
   CxFunc intra;     // (m, i, c, h, b): what the chunk's own tokens up to i contribute
   CxFunc out;       // (m, i, c, h, b)
@@ -52,11 +62,11 @@ ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Ha
 //     out_i[r] = Re Σ_m u_i[m] X_i[m, r]           (one real value per channel)
 struct SlotRead {
   CxFunc uw;        // (m, i, c, h, b): u_i[m] b[m], only where the write weight is per slot
-  CxFunc ud;        // (m, i, c, h, b): u_i[m] λ_m^(i+1)
+  CxFunc ud;        // (m, i, c, h, b): u_i[m] λ_m^read_age
   Halide::Func inter;  // (r, i, c, h, b): Re Σ_m ud[m] state(c)[m, r]
-  Halide::Func decay_lag;  // (tau, i, h): λ^(i - tau), only where the decay is per head
-  Halide::Func e;      // (tau, i, c, h, b): Re Σ_m u_i[m] λ_m^(i-tau) b_tau[m], tau <= i; where the
-                       // write weight is per slot, indexed by the lag instead: (n, i, ...), n = i - tau
+  Halide::Func decay_lag;  // (tau, i, h): λ^lag(tau, i), only where the decay is per head
+  Halide::Func e;      // (tau, i, c, h, b): Re Σ_m u_i[m] λ_m^lag b_tau[m], tau contributing to i;
+                       // where the write weight is per slot, indexed by the lag instead: (n, i, ...)
   Halide::Func intra;  // (r, i, c, h, b): Σ_tau e x_tau[r]
   Halide::Func out;    // (r, i, c, h, b)
   Halide::RDom r_inter, r_e, r_intra;

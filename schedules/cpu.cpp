@@ -62,9 +62,12 @@ void schedule_scan_cpu(ScanStages &s, const ScanInputs &in, const Var &vec, cons
 
 // Pass 1 of one chunk, everything at (at, chb): the chunk's query · x products, the read
 // through the chunk's start state and the intra-chunk read.
-void schedule_channel_read_cpu(ChannelRead &rd, const ScanInputs &in, Func at, const Var &chb,
+void schedule_channel_read_cpu(ChannelRead &rd, const ScanInputs &in, Func query, Func at, const Var &chb,
                                const CpuKnobs &k) {
   const Vars &x = vars();
+  // The chunk's queries, copied once for the reads that broadcast them (per use, every
+  // broadcast paid for the bounds selects of `chunked`); not for a query stored already.
+  if (query.defined()) query.in({rd.qx, rd.inter.func()}).compute_at(at, chb).vectorize(x.r, k.vector, kTail);
   // query · x within the chunk, vectorized over tau: a per-chunk copy of x with tokens innermost.
   Func(in.x).in(rd.qx).compute_at(at, chb).reorder_storage(x.i, x.r).vectorize(x.i, k.vector, kTail);
   reduce_in_registers(rd.qx, x.tau, rd.r_qx.x, x.i, k).compute_at(at, chb);
@@ -129,7 +132,7 @@ void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
   // The intra-chunk read walks the decay table along m: a copy with m innermost.
   s.modes.decay_pow.func().in(s.p.intra.func()).compute_root().reorder_storage(x.m, x.n)
       .vectorize(x.m, k.vector, kTail);
-  schedule_channel_read_cpu(s.p, s.key_in, p, chb, k);
+  schedule_channel_read_cpu(s.p, s.key_in, Func(), p, chb, k);
 
   Func w = s.mix.w.func();
   // Nested parallel loops, not one fused loop: inside a fused loop Halide bounds each of the
@@ -145,45 +148,111 @@ void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
   }
 }
 
-void schedule_bla_forward_cpu(BlaForwardStages &s, const CpuKnobs &k) {
+namespace {
+
+// BLA's write weights depend on the token only, not on batch or head: one table per call.
+void schedule_bla_writes_cpu(BlaWrites &w, const CpuKnobs &k) {
+  const Vars &x = vars();
+  w.gamma_pow.compute_root();
+  w.slot_rotor.compute_root();
+  w.token_rotor.compute_root();
+  w.phi.compute_root().parallel(x.c).vectorize(x.m, k.vector, kTail);
+}
+
+// γ^lag as L×L tables: computed per use it was a gather per element (BLA forward: 1.3 ms of 29).
+void schedule_decay_lag_cpu(Func decay_lag, const CpuKnobs &k) {
+  decay_lag.compute_root().vectorize(vars().tau, k.vector, kTail);
+}
+
+// A stage (m, i, c, h, b) computed for every token, one chunk at a time in parallel; returns
+// the fused parallel loop.
+Var per_chunk_root(Func f, const CpuKnobs &k) {
   const Vars &x = vars();
   Var bh("bh"), chb("chb");
+  f.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.m, k.vector, kTail);
+  return chb;
+}
 
-  // The write weights depend on the token only, not on batch or head: one table per call.
-  s.writes.gamma_pow.compute_root();
-  s.writes.slot_rotor.compute_root();
-  s.writes.token_rotor.compute_root();
-  s.writes.phi.compute_root().parallel(x.c).vectorize(x.m, k.vector, kTail);
-  // γ^(i - tau) as L×L tables: computed per use it was a gather per element (1.3 ms of 29).
-  s.z.decay_lag.compute_root().vectorize(x.tau, k.vector, kTail);
-  s.o_read.decay_lag.compute_root().vectorize(x.tau, k.vector, kTail);
-
-  schedule_scan_cpu(s.key_scan, s.key_in, x.m, k);
-  schedule_scan_cpu(s.value_scan, s.value_in, x.r, k);
-
-  // Pass 1 and the softmax, one chunk at a time.
-  Func pi = s.softmax.pi.func();
-  pi.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.m, k.vector, kTail);
-  Func z = s.z.out.func();
-  z.compute_at(pi, chb).vectorize(x.m, k.vector, kTail);
-  // The chunk's queries, copied once for the reads that broadcast them (per use, every
-  // broadcast paid for the bounds selects of `chunked`).
-  s.q.compute_at(pi, chb).vectorize(x.r, k.vector, kTail);
-  schedule_channel_read_cpu(s.z, s.key_in, pi, chb, k);
+// BLA's pass 1 (z) and softmax (π), one chunk at a time; π stored for every token, and z
+// too when `store_z` (a backward pass reads it again).
+void schedule_bla_pi_cpu(BlaForwardStages &s, const CpuKnobs &k, bool store_z) {
+  const Vars &x = vars();
+  Func pi = s.softmax.pi.func(), z = s.z.out.func();
+  const Var chb = per_chunk_root(pi, k);
+  if (store_z) per_chunk_root(z, k);
+  else z.compute_at(pi, chb).vectorize(x.m, k.vector, kTail);
+  Func z_at = store_z ? z : pi;
+  schedule_channel_read_cpu(s.z, s.key_in, s.q, z_at, chb, k);
   s.softmax.zmax.compute_at(pi, chb);
   s.softmax.ez.compute_at(pi, chb).vectorize(x.m, k.vector, kTail);
   s.softmax.den.compute_at(pi, chb);
+}
 
-  // Pass 2 forms e = π φ over slots, vectorized over tokens: a per-chunk copy of φ with
-  // tokens innermost.
-  Var ochb = schedule_output_cpu(s.o, k);
-  s.writes.write.func().in(s.o_read.e).compute_at(s.o, ochb).reorder_storage(x.i, x.m)
-      .vectorize(x.i, k.vector, kTail);
-  schedule_slot_read_cpu(s.o_read, s.o, ochb, k);
-  s.v.in(s.o_read.intra).compute_at(s.o, ochb).vectorize(x.r, k.vector, kTail);
+// An output of BLA read by slots, u_i · (state at i), per chunk of tokens. e = u b over
+// slots is vectorized over tokens: a per-chunk copy of the write weight b with tokens
+// innermost (for the forward, b = φ; for the adjoints, dz or π).
+void schedule_bla_slot_output_cpu(Func out, SlotRead &rd, const ScanInputs &in, const CpuKnobs &k) {
+  const Vars &x = vars();
+  Var ochb = schedule_output_cpu(out, k);
+  Func(in.write.func()).in(rd.e).compute_at(out, ochb).reorder_storage(x.i, x.m).vectorize(x.i, k.vector, kTail);
+  schedule_slot_read_cpu(rd, out, ochb, k);
+  Func(in.x).in(rd.intra).compute_at(out, ochb).vectorize(x.r, k.vector, kTail);
+}
+
+}  // namespace
+
+void schedule_bla_forward_cpu(BlaForwardStages &s, const CpuKnobs &k) {
+  const Vars &x = vars();
+  Var bh("bh");
+  schedule_bla_writes_cpu(s.writes, k);
+  schedule_decay_lag_cpu(s.z.decay_lag, k);
+  schedule_decay_lag_cpu(s.o_read.decay_lag, k);
+
+  schedule_scan_cpu(s.key_scan, s.key_in, x.m, k);
+  schedule_scan_cpu(s.value_scan, s.value_in, x.r, k);
+  schedule_bla_pi_cpu(s, k, /*store_z=*/false);
+  schedule_bla_slot_output_cpu(s.o, s.o_read, s.value_in, k);
 
   for (Func f : {s.state_k_out, s.state_v_out}) {
     f.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  }
+}
+
+void schedule_bla_backward_cpu(BlaBackwardStages &s, const CpuKnobs &k) {
+  const Vars &x = vars();
+  Var bh("bh");
+  BlaForwardStages &f = s.fwd;
+  schedule_bla_writes_cpu(f.writes, k);
+  for (Func lag : {f.z.decay_lag, s.dpi.decay_lag, s.dq_read.decay_lag, s.dk_read.decay_lag, s.dv_read.decay_lag}) {
+    schedule_decay_lag_cpu(lag, k);
+  }
+
+  // Both forward states are read by channels (z, dπ): slots innermost. The adjoint states
+  // are read by slots (dk, dv): channels innermost.
+  schedule_scan_cpu(f.key_scan, f.key_in, x.m, k);
+  schedule_scan_cpu(f.value_scan, f.value_in, x.m, k);
+  schedule_scan_cpu(s.key_adj, s.key_adj_in, x.r, k);
+  schedule_scan_cpu(s.value_adj, s.value_adj_in, x.r, k);
+
+  // z and π, then dπ, one chunk at a time, and dz; all stored for every token (d log γ reads
+  // z and δ again).
+  schedule_bla_pi_cpu(f, k, /*store_z=*/true);
+  Func dpi = s.dpi.out.func();
+  const Var chb = per_chunk_root(dpi, k);
+  schedule_channel_read_cpu(s.dpi, f.value_in, s.d_o, dpi, chb, k);
+  s.delta.compute_root().parallel(x.b).parallel(x.h);
+  s.delta.update().parallel(x.b).parallel(x.h);
+  per_chunk_root(s.dz.func(), k);
+
+  schedule_bla_slot_output_cpu(s.dq, s.dq_read, f.key_in, k);
+  schedule_bla_slot_output_cpu(s.dk, s.dk_read, s.key_adj_in, k);
+  schedule_bla_slot_output_cpu(s.dv, s.dv_read, s.value_adj_in, k);
+
+  s.token_term.compute_root().parallel(x.b).parallel(x.h);
+  s.chunk_term.compute_root().parallel(x.b).parallel(x.h);
+  s.d_log_gamma.compute_root();
+  for (Func out : {s.d_state_k_in, s.d_state_v_in}) {
+    out.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
   }
 }
 

@@ -2,6 +2,7 @@
 // vectorized across channels; the chunk-to-chunk carry is the only serial loop.
 #pragma once
 
+#include "generators/bla_backward.h"
 #include "generators/bla_forward.h"
 #include "generators/dirichlet.h"
 #include "generators/ida_forward.h"
@@ -11,6 +12,7 @@ namespace fsattn {
 
 void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k);
 void schedule_bla_forward_cpu(BlaForwardStages &s, const CpuKnobs &k);
+void schedule_bla_backward_cpu(BlaBackwardStages &s, const CpuKnobs &k);
 void schedule_bla_interpolate_cpu(DirichletInterpolation &d, const CpuKnobs &k);
 
 }  // namespace fsattn

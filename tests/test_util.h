@@ -204,6 +204,51 @@ inline ref::BlaOutputs reference_bla_forward(const BlaCase &c) {
   return ref::bla_forward(c.s, c.ref_params(), c.q.d, c.k.d, c.v.d, c.state_k.d, c.state_v.d);
 }
 
+// The upstream gradients of a backward call: d_o, and the final states' (empty: NULL).
+struct BlaUpstream {
+  Tensor32 d_o, d_state_k, d_state_v;
+};
+inline BlaUpstream make_bla_upstream(const BlaCase &c, uint64_t seed, bool with_state_grads) {
+  std::mt19937_64 rng(seed);
+  const auto &s = c.s;
+  BlaUpstream u;
+  u.d_o = random_tensor(rng, s.B * s.T * s.H * s.Dv);
+  if (with_state_grads) {
+    u.d_state_k = random_tensor(rng, s.B * s.H * s.S * s.Dk);
+    u.d_state_v = random_tensor(rng, s.B * s.H * s.S * s.Dv);
+  }
+  return u;
+}
+
+// A backward call's status and gradients (NaN where the kernel wrote nothing).
+struct BlaGradResult {
+  fsattn_status status;
+  std::vector<float> q, k, v, log_gamma, state_k, state_v;
+};
+
+inline BlaGradResult run_bla_backward(const BlaCase &c, const BlaUpstream &u, const char *variant = nullptr) {
+  const auto &s = c.s;
+  BlaGradResult r;
+  r.q.assign(s.B * s.T * s.H * s.Dk, NAN);
+  r.k.assign(s.B * s.T * s.H * s.Dk, NAN);
+  r.v.assign(s.B * s.T * s.H * s.Dv, NAN);
+  r.log_gamma.assign(s.H, NAN);
+  r.state_k.assign(s.B * s.H * s.S * s.Dk, NAN);
+  r.state_v.assign(s.B * s.H * s.S * s.Dv, NAN);
+  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant};
+  fsattn_dims dims = c.dims();
+  fsattn_bla_params p = c.params();
+  r.status = fsattn_bla_backward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(), c.state_v.ptr(),
+                                 u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(), r.q.data(), r.k.data(),
+                                 r.v.data(), r.log_gamma.data(), r.state_k.data(), r.state_v.data());
+  return r;
+}
+
+inline ref::BlaGrads reference_bla_backward(const BlaCase &c, const BlaUpstream &u) {
+  return ref::bla_backward(c.s, c.ref_params(), c.q.d, c.k.d, c.v.d, c.state_k.d, c.state_v.d, u.d_o.d,
+                           u.d_state_k.d, u.d_state_v.d);
+}
+
 // Autoscheduled variants are benchmark baselines: they assume shapes near the estimates they
 // were tuned for (sizes that are multiples of the vector width) and may refuse others.
 inline bool is_baseline(const std::string &variant) {

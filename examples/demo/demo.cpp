@@ -1,12 +1,13 @@
-// fsattn-demo: the main job. Runs each mixer forward on the CPU at a small shape, checks
-// every compiled schedule against the float64 reference, and prints a table of error and
-// time per schedule.
+// fsattn-demo: the main job. Runs each mixer forward (and BLA backward) on the CPU at a
+// small shape, checks every compiled schedule against the float64 reference, and prints a
+// table of error and time per schedule.
 #include "test_util.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace fsattn;
@@ -14,7 +15,8 @@ using namespace fsattn::test;
 
 namespace {
 
-constexpr double kTol = 1e-5;  // SPEC.md §4, forward
+constexpr double kTol = 1e-5;      // SPEC.md §4, forward
+constexpr double kGradTol = 1e-4;  // SPEC.md §4, gradients
 
 // Median wall time of `reps` runs of f, in milliseconds.
 template <typename F>
@@ -30,9 +32,9 @@ double median_ms(F &&f, int reps) {
 }
 
 // Every compiled CPU schedule of `op`: error against the reference and median time.
-// run(variant) returns the kernel's outputs; want holds the reference's.
-template <typename Run, typename Want>
-bool demo_schedules(fsattn_op op, Run run, const Want &want) {
+// run(variant) returns the kernel's result; errors(result) its (output, state) errors.
+template <typename Run, typename Errors>
+bool demo_schedules(fsattn_op op, double tol, Run run, Errors errors) {
   std::printf("  %-28s %12s %12s %10s  %s\n", "schedule", "rel. error", "state error", "time (ms)", "check");
   bool all_ok = true;
   for (const std::string &v : cpu_variants(op)) {
@@ -42,14 +44,21 @@ bool demo_schedules(fsattn_op op, Run run, const Want &want) {
       all_ok = false;
       continue;
     }
-    double err = rel_error(r.o, want.o);
-    double serr = std::max(rel_error(r.state_k, want.state_k), rel_error(r.state_v, want.state_v));
+    const auto [err, serr] = errors(r);
     double ms = median_ms([&] { run(v.c_str()); }, 15);
-    bool ok = err <= kTol && serr <= kTol;
+    bool ok = err <= tol && serr <= tol;
     all_ok &= ok;
     std::printf("  %-28s %12.2e %12.2e %10.3f  %s\n", v.c_str(), err, serr, ms, ok ? "ok" : "FAILED");
   }
   return all_ok;
+}
+
+// A forward result's (o, final state) errors.
+template <typename Want>
+auto forward_errors(const Want &want) {
+  return [&want](const ForwardResult &r) {
+    return std::pair(rel_error(r.o, want.o), std::max(rel_error(r.state_k, want.state_k), rel_error(r.state_v, want.state_v)));
+  };
 }
 
 bool demo_ida() {
@@ -57,29 +66,53 @@ bool demo_ida() {
   std::printf("IDA forward, CPU: B=%lld T=%lld H=%lld Dk=%lld Dv=%lld M=%lld, random inputs, S4D-Inv modes\n",
               (long long)s.B, (long long)s.T, (long long)s.H, (long long)s.Dk, (long long)s.Dv, (long long)s.M);
   IdaCase c = make_ida_case(s, 2024, true);
-  return demo_schedules(FSATTN_OP_IDA_FORWARD, [&](const char *v) { return run_ida_forward(c, v); },
-                        reference_ida_forward(c));
+  const ref::IdaOutputs want = reference_ida_forward(c);
+  return demo_schedules(FSATTN_OP_IDA_FORWARD, kTol, [&](const char *v) { return run_ida_forward(c, v); },
+                        forward_errors(want));
+}
+
+const ref::BlaShape kBlaShape{1, 2048, 4, 64, 64, 31, 256.0, 64};  // the sizes the baselines are built for
+constexpr int64_t kBlaPos0 = 1000;
+
+void print_bla_shape(const char *what) {
+  const ref::BlaShape &s = kBlaShape;
+  std::printf("BLA %s, CPU: B=%lld T=%lld H=%lld Dk=%lld Dv=%lld S=%lld M=%lld W=%g pos0=%lld, random inputs\n", what,
+              (long long)s.B, (long long)s.T, (long long)s.H, (long long)s.Dk, (long long)s.Dv, (long long)s.S,
+              (long long)s.M, s.W, (long long)kBlaPos0);
 }
 
 bool demo_bla() {
-  const ref::BlaShape s{1, 2048, 4, 64, 64, 31, 256.0, 64};  // the sizes the baselines are built for
-  const int64_t pos0 = 1000;
-  std::printf("BLA forward, CPU: B=%lld T=%lld H=%lld Dk=%lld Dv=%lld S=%lld M=%lld W=%g pos0=%lld, random inputs\n",
-              (long long)s.B, (long long)s.T, (long long)s.H, (long long)s.Dk, (long long)s.Dv, (long long)s.S,
-              (long long)s.M, s.W, (long long)pos0);
-  BlaCase c = make_bla_case(s, pos0, 2025, 0.95, true);
-  return demo_schedules(FSATTN_OP_BLA_FORWARD, [&](const char *v) { return run_bla_forward(c, v); },
-                        reference_bla_forward(c));
+  print_bla_shape("forward");
+  BlaCase c = make_bla_case(kBlaShape, kBlaPos0, 2025, 0.95, true);
+  const ref::BlaOutputs want = reference_bla_forward(c);
+  return demo_schedules(FSATTN_OP_BLA_FORWARD, kTol, [&](const char *v) { return run_bla_forward(c, v); },
+                        forward_errors(want));
+}
+
+bool demo_bla_backward() {
+  print_bla_shape("backward (all gradients, given d_o and the final states' gradients)");
+  BlaCase c = make_bla_case(kBlaShape, kBlaPos0, 2025, 0.95, true);
+  BlaUpstream u = make_bla_upstream(c, 2026, true);
+  const ref::BlaGrads want = reference_bla_backward(c, u);
+  auto errors = [&](const BlaGradResult &r) {
+    double err = std::max({rel_error(r.q, want.q), rel_error(r.k, want.k), rel_error(r.v, want.v),
+                           rel_error(r.log_gamma, want.log_gamma)});
+    return std::pair(err, std::max(rel_error(r.state_k, want.state_k), rel_error(r.state_v, want.state_v)));
+  };
+  return demo_schedules(FSATTN_OP_BLA_BACKWARD, kGradTol, [&](const char *v) { return run_bla_backward(c, u, v); },
+                        errors);
 }
 
 }  // namespace
 
 int main() {
-  std::printf("fsattn %s demo (errors: relative Frobenius vs the float64 reference; tolerance %.0e)\n\n",
-              fsattn_version(), kTol);
+  std::printf("fsattn %s demo (errors: relative Frobenius vs the float64 reference; tolerance %.0e forward, "
+              "%.0e gradients)\n\n", fsattn_version(), kTol, kGradTol);
   bool ok = demo_ida();
   std::printf("\n");
   ok &= demo_bla();
+  std::printf("\n");
+  ok &= demo_bla_backward();
   std::printf("\n%s\n", ok ? "all schedules match the reference" : "SOME SCHEDULES FAILED");
   return ok ? 0 : 1;
 }

@@ -35,48 +35,116 @@ void check_window(Validator &val, int64_t modes, double period, int64_t slots) {
 // t mod W for an absolute position, exactly (fmod is exact, and t <= 2^53 is exact in double).
 double phase_of(int64_t position, double period) { return std::fmod(double(position), period); }
 
-fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
-                          const float *q, const float *k, const float *v, const float *state_k_in,
-                          const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
-  Validator val("fsattn_bla_forward");
+// Everything the forward and the backward pass check alike: exec, dims, parameters and the
+// activations.
+void check_bla_call(Validator &val, const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
+                    const float *q, const float *k, const float *v) {
   val.exec(exec).dims(dims).pointer("p", p);
-  if (!val.ok()) return val.status();
+  if (!val.ok()) return;
   check_window(val, p->modes, p->period, p->slots);
   val.range("p->pos0", p->pos0, 0, kMaxPosition - dims->seqlen);
   val.finite("p->scale", p->scale).pointer("p->log_gamma", p->log_gamma);
-  val.pointer("q", q).pointer("k", k).pointer("v", v).pointer("o", o);
-  if (!val.ok()) return val.status();
-  const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
-  const int64_t S = p->slots;
-  for (int64_t h = 0; h < H && val.ok(); ++h) {
+  val.pointer("q", q).pointer("k", k).pointer("v", v);
+  if (!val.ok()) return;
+  for (int64_t h = 0; h < dims->heads && val.ok(); ++h) {
     const float g = p->log_gamma[h];
     if (!(std::isfinite(g) && g <= 0)) {
       val.fail(FSATTN_ERROR_INVALID_ARGUMENT, "p->log_gamma[" + std::to_string(h) + "] = " + number(g) +
                                                   " must be finite and <= 0 (a decay gamma <= 1)");
     }
   }
-  val.elements("q", {B, T, H, Dk}).elements("o", {B, T, H, Dv});
-  val.elements("state_k", {B, H, S, Dk}).elements("state_v", {B, H, S, Dv});
+  const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, S = p->slots;
+  val.elements("q", {B, T, H, dims->dk}).elements("v", {B, T, H, dims->dv});
+  val.elements("state_k", {B, H, S, dims->dk}).elements("state_v", {B, H, S, dims->dv});
+}
+
+// The kernel's scalar inputs, resolved on the host: phase = pos0 mod W in double, the default
+// scale, the int32 sizes.
+struct BlaScalars {
+  double phase, period;
+  int32_t modes, slots;
+  float scale;
+  BlaScalars(const fsattn_dims *dims, const fsattn_bla_params *p)
+      : phase(phase_of(p->pos0, p->period)), period(p->period), modes(int32_t(p->modes)),
+        slots(int32_t(p->slots)), scale(p->scale > 0 ? p->scale : float(1.0 / std::sqrt(double(dims->dk)))) {}
+  void add_to(KernelArgs &args) const {
+    args.scalar(&phase).scalar(&period).scalar(&modes).scalar(&slots).scalar(&scale);
+  }
+};
+
+fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
+                          const float *q, const float *k, const float *v, const float *state_k_in,
+                          const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
+  Validator val("fsattn_bla_forward");
+  check_bla_call(val, exec, dims, p, q, k, v);
+  val.pointer("o", o);
   if (!val.ok()) return val.status();
 
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_bla_forward", FSATTN_OP_BLA_FORWARD, exec->device, exec->variant, &status);
   if (kernel == nullptr) return status;
 
-  double phase = phase_of(p->pos0, p->period), period = p->period;
-  int32_t modes = int32_t(p->modes), slots = int32_t(S);
-  float scale = p->scale > 0 ? p->scale : float(1.0 / std::sqrt(double(Dk)));
+  const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
+  const int64_t S = p->slots;
+  const BlaScalars scalars(dims, p);
   std::vector<float> copies[2];  // initial states that overlap their final states
   KernelArgs args;
   args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
   args.shared(Tensor(p->log_gamma, {H}));
   args.batched(state_input(state_k_in, state_k_out, {Dk, S, H, B}, copies[0]));
   args.batched(state_input(state_v_in, state_v_out, {Dv, S, H, B}, copies[1]));
-  args.scalar(&phase).scalar(&period).scalar(&modes).scalar(&slots).scalar(&scale);
+  scalars.add_to(args);
   args.output(Tensor(o, {Dv, H, T, B}));
   args.output(state_output(state_k_out, {Dk, S, H, B}), restore_of(copies[0]));
   args.output(state_output(state_v_out, {Dv, S, H, B}), restore_of(copies[1]));
   return args.run(*kernel, B);
+}
+
+fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
+                           const float *q, const float *k, const float *v, const float *state_k_in,
+                           const float *state_v_in, const float *d_o, const float *d_state_k_out,
+                           const float *d_state_v_out, float *dq, float *dk, float *dv, float *d_log_gamma,
+                           float *d_state_k_in, float *d_state_v_in) {
+  Validator val("fsattn_bla_backward");
+  check_bla_call(val, exec, dims, p, q, k, v);
+  val.pointer("d_o", d_o).pointer("dq", dq).pointer("dk", dk).pointer("dv", dv).pointer("d_log_gamma", d_log_gamma);
+  if (!val.ok()) return val.status();
+
+  fsattn_status status = FSATTN_OK;
+  const Kernel *kernel =
+      find_kernel("fsattn_bla_backward", FSATTN_OP_BLA_BACKWARD, exec->device, exec->variant, &status);
+  if (kernel == nullptr) return status;
+
+  const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
+  const int64_t S = p->slots;
+  const BlaScalars scalars(dims, p);
+  // Initial states and final-state gradients that overlap the initial-state gradients written
+  // over them are read from copies (and restored from them if the call fails).
+  std::vector<float> state_copies[2], seed_copies[2];
+  auto restore = [&](int i) {
+    return seed_copies[i].empty() ? restore_of(state_copies[i]) : restore_of(seed_copies[i]);
+  };
+  std::vector<float> d_log_gamma_per_batch(size_t(B * H));  // [B,H], summed below in a fixed order
+  KernelArgs args;
+  args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
+  args.shared(Tensor(p->log_gamma, {H}));
+  args.batched(state_input(state_k_in, d_state_k_in, {Dk, S, H, B}, state_copies[0]));
+  args.batched(state_input(state_v_in, d_state_v_in, {Dv, S, H, B}, state_copies[1]));
+  args.batched(Tensor(d_o, {Dv, H, T, B}));
+  args.batched(state_input(d_state_k_out, d_state_k_in, {Dk, S, H, B}, seed_copies[0]));
+  args.batched(state_input(d_state_v_out, d_state_v_in, {Dv, S, H, B}, seed_copies[1]));
+  scalars.add_to(args);
+  args.output(Tensor(dq, {Dk, H, T, B})).output(Tensor(dk, {Dk, H, T, B})).output(Tensor(dv, {Dv, H, T, B}));
+  args.output(Tensor(d_log_gamma_per_batch.data(), {H, B}));
+  args.output(state_output(d_state_k_in, {Dk, S, H, B}), restore(0));
+  args.output(state_output(d_state_v_in, {Dv, S, H, B}), restore(1));
+  status = args.run(*kernel, B);
+  for (int64_t h = 0; h < H; ++h) {
+    double total = 0;
+    for (int64_t b = 0; b < B; ++b) total += d_log_gamma_per_batch[size_t(b * H + h)];
+    d_log_gamma[h] = status == FSATTN_OK ? float(total) : NAN;
+  }
+  return status;
 }
 
 fsattn_status bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads, int64_t dim,
@@ -122,6 +190,18 @@ extern "C" fsattn_status fsattn_bla_forward(const fsattn_exec *exec, const fsatt
                                             float *state_v_out) {
   return guarded("fsattn_bla_forward", [&] {
     return bla_forward(exec, dims, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
+  });
+}
+
+extern "C" fsattn_status fsattn_bla_backward(const fsattn_exec *exec, const fsattn_dims *dims,
+                                             const fsattn_bla_params *p, const float *q, const float *k,
+                                             const float *v, const float *state_k_in, const float *state_v_in,
+                                             const float *d_o, const float *d_state_k_out,
+                                             const float *d_state_v_out, float *dq, float *dk, float *dv,
+                                             float *d_log_gamma, float *d_state_k_in, float *d_state_v_in) {
+  return guarded("fsattn_bla_backward", [&] {
+    return bla_backward(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk,
+                        dv, d_log_gamma, d_state_k_in, d_state_v_in);
   });
 }
 

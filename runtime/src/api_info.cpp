@@ -22,13 +22,6 @@ fsattn_status fsattn_ida_backward(const fsattn_exec *, const fsattn_dims *, cons
   return not_built("fsattn_ida_backward");
 }
 
-fsattn_status fsattn_bla_backward(const fsattn_exec *, const fsattn_dims *, const fsattn_bla_params *,
-                                  const float *, const float *, const float *, const float *,
-                                  const float *, const float *, const float *, const float *, float *,
-                                  float *, float *, float *, float *, float *) {
-  return not_built("fsattn_bla_backward");
-}
-
 fsattn_status fsattn_ida_step(const fsattn_exec *, const fsattn_dims *, const fsattn_ida_params *,
                               const float *, const float *, const float *, float *, float *, float *) {
   return not_built("fsattn_ida_step");

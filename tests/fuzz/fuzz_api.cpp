@@ -169,30 +169,59 @@ void fuzz_ida_forward(FuzzedDataProvider &in) {
   check_call(st, !valid, {&o, &sko, &svo});
 }
 
-void fuzz_bla_forward(FuzzedDataProvider &in) {
-  fsattn_exec exec = fuzz_exec(in, FSATTN_OP_BLA_FORWARD);
-  Dims dm = fuzz_dims(in);
-  const fsattn_dims &d = dm.d;
+// The arguments fsattn_bla_forward and fsattn_bla_backward share, and the sizes they imply.
+struct BlaCall {
+  fsattn_exec exec;
+  Dims dm;
   fsattn_bla_params p{};
+  bool valid;
+  int64_t nq, nv, nsk, nsv;
+  bool small;  // every buffer small enough to allocate here
+};
+BlaCall fuzz_bla_call(FuzzedDataProvider &in, fsattn_op op) {
+  BlaCall c{fuzz_exec(in, op), fuzz_dims(in)};
+  const fsattn_dims &d = c.dm.d;
+  fsattn_bla_params &p = c.p;
   p.modes = fuzz_size(in, FSATTN_MAX_FEATURE) - 1;
   p.period = fuzz_double(in, 0.5, 100.0);
   p.slots = fuzz_size(in, FSATTN_MAX_FEATURE);
   p.scale = fuzz_float(in);
   p.pos0 = in.ConsumeBool() ? in.ConsumeIntegral<int64_t>() : in.ConsumeIntegralInRange<int64_t>(0, 1000);
-  bool valid = dm.valid && in_range(p.modes, 0, FSATTN_MAX_FEATURE) && in_range(p.slots, 1, FSATTN_MAX_FEATURE) &&
-               std::isfinite(p.period) && p.period >= FSATTN_BLA_MIN_PERIOD;
-  const int64_t nq = count({d.batch, d.seqlen, d.heads, d.dk}), nv = count({d.batch, d.seqlen, d.heads, d.dv});
-  const int64_t nsk = count({d.batch, d.heads, p.slots, d.dk}), nsv = count({d.batch, d.heads, p.slots, d.dv});
-  const bool small = nq > 0 && nv > 0 && nsk > 0 && nsv > 0;
-  if (valid && !small) return;
-  const int64_t n = valid ? 1 : -1;
-  Buffer q = input(in, n * nq), k = input(in, n * nq), v = input(in, n * nv);
-  Buffer log_gamma = input(in, n * d.heads), sk = input(in, n * nsk), sv = input(in, n * nsv);
-  Buffer o = output(in, n * nv), sko = output(in, n * nsk), svo = output(in, n * nsv);
-  p.log_gamma = log_gamma.ptr();
-  fsattn_status st = fsattn_bla_forward(&exec, &d, &p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(), o.ptr(),
+  c.valid = c.dm.valid && in_range(p.modes, 0, FSATTN_MAX_FEATURE) && in_range(p.slots, 1, FSATTN_MAX_FEATURE) &&
+            std::isfinite(p.period) && p.period >= FSATTN_BLA_MIN_PERIOD;
+  c.nq = count({d.batch, d.seqlen, d.heads, d.dk}), c.nv = count({d.batch, d.seqlen, d.heads, d.dv});
+  c.nsk = count({d.batch, d.heads, p.slots, d.dk}), c.nsv = count({d.batch, d.heads, p.slots, d.dv});
+  c.small = c.nq > 0 && c.nv > 0 && c.nsk > 0 && c.nsv > 0;
+  return c;
+}
+
+void fuzz_bla_forward(FuzzedDataProvider &in) {
+  BlaCall c = fuzz_bla_call(in, FSATTN_OP_BLA_FORWARD);
+  if (c.valid && !c.small) return;
+  const int64_t n = c.valid ? 1 : -1;
+  Buffer q = input(in, n * c.nq), k = input(in, n * c.nq), v = input(in, n * c.nv);
+  Buffer log_gamma = input(in, n * c.dm.d.heads), sk = input(in, n * c.nsk), sv = input(in, n * c.nsv);
+  Buffer o = output(in, n * c.nv), sko = output(in, n * c.nsk), svo = output(in, n * c.nsv);
+  c.p.log_gamma = log_gamma.ptr();
+  fsattn_status st = fsattn_bla_forward(&c.exec, &c.dm.d, &c.p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(), o.ptr(),
                                         sko.ptr(), svo.ptr());
-  check_call(st, !valid, {&o, &sko, &svo});
+  check_call(st, !c.valid, {&o, &sko, &svo});
+}
+
+void fuzz_bla_backward(FuzzedDataProvider &in) {
+  BlaCall c = fuzz_bla_call(in, FSATTN_OP_BLA_BACKWARD);
+  if (c.valid && !c.small) return;
+  const int64_t n = c.valid ? 1 : -1;
+  Buffer q = input(in, n * c.nq), k = input(in, n * c.nq), v = input(in, n * c.nv);
+  Buffer log_gamma = input(in, n * c.dm.d.heads), sk = input(in, n * c.nsk), sv = input(in, n * c.nsv);
+  Buffer d_o = input(in, n * c.nv), dsko = input(in, n * c.nsk), dsvo = input(in, n * c.nsv);
+  Buffer dq = output(in, n * c.nq), dk = output(in, n * c.nq), dv = output(in, n * c.nv);
+  Buffer dlg = output(in, n * c.dm.d.heads), dski = output(in, n * c.nsk), dsvi = output(in, n * c.nsv);
+  c.p.log_gamma = log_gamma.ptr();
+  fsattn_status st = fsattn_bla_backward(&c.exec, &c.dm.d, &c.p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(),
+                                         d_o.ptr(), dsko.ptr(), dsvo.ptr(), dq.ptr(), dk.ptr(), dv.ptr(), dlg.ptr(),
+                                         dski.ptr(), dsvi.ptr());
+  check_call(st, !c.valid, {&dq, &dk, &dv, &dlg, &dski, &dsvi});
 }
 
 void fuzz_bla_interpolate(FuzzedDataProvider &in) {
@@ -216,7 +245,7 @@ void fuzz_bla_interpolate(FuzzedDataProvider &in) {
   check_call(st, !valid, {&out});
 }
 
-// The functions of later issues, and the informational ones: no buffer is ever read.
+// The functions of later issues (refused), and the informational ones: no buffer is ever read.
 void fuzz_others(FuzzedDataProvider &in) {
   fsattn_exec exec = fuzz_exec(in, fsattn_op(in.ConsumeIntegralInRange<int>(0, 4)));
   Dims dm = fuzz_dims(in);
@@ -225,8 +254,7 @@ void fuzz_others(FuzzedDataProvider &in) {
   switch (in.ConsumeIntegralInRange<int>(0, 6)) {
     case 0: st = fsattn_ida_backward(&exec, &dm.d, nullptr, sink, sink, sink, nullptr, nullptr, sink, nullptr, nullptr,
                                      sink, sink, sink, nullptr, nullptr, nullptr); break;
-    case 1: st = fsattn_bla_backward(&exec, &dm.d, nullptr, sink, sink, sink, nullptr, nullptr, sink, nullptr, nullptr,
-                                     sink, sink, sink, sink, nullptr, nullptr); break;
+    case 1: st = fsattn_ida_step(&exec, &dm.d, nullptr, sink, sink, sink, sink, sink, sink); break;
     case 2: st = fsattn_ida_step(&exec, &dm.d, nullptr, sink, sink, sink, sink, sink, sink); break;
     case 3: st = fsattn_bla_step(&exec, &dm.d, nullptr, sink, sink, sink, sink, sink, sink); break;
     case 4: {
@@ -250,10 +278,11 @@ void fuzz_others(FuzzedDataProvider &in) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FuzzedDataProvider in(data, size);
-  switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 4)) {
     case 0: fuzz_ida_forward(in); break;
     case 1: fuzz_bla_forward(in); break;
     case 2: fuzz_bla_interpolate(in); break;
+    case 3: fuzz_bla_backward(in); break;
     default: fuzz_others(in); break;
   }
   return 0;

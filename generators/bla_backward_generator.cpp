@@ -1,0 +1,84 @@
+// Generator `bla_backward`: the gradients of the BLA forward pass (SPEC.md §2). Algorithm in
+// bla_backward.cpp, schedules in schedules/.
+#include "bla_backward.h"
+#include "scan_generator_params.h"
+#include "schedules/cpu.h"
+
+using namespace Halide;
+
+namespace fsattn {
+
+class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public ScanGeneratorParams {
+ public:
+  BlaBackwardGenerator() : ScanGeneratorParams(64) {}
+
+  Input<Buffer<float>> q{"q", 4};                    // [B,T,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> k{"k", 4};                    // [B,T,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> v{"v", 4};                    // [B,T,H,Dv] as (r, h, t, b)
+  Input<Buffer<float>> log_gamma{"log_gamma", 1};    // [H] as (h)
+  Input<Buffer<float>> state_k_in{"state_k_in", 4};  // [B,H,S,Dk] as (d, m, h, b)
+  Input<Buffer<float>> state_v_in{"state_v_in", 4};  // [B,H,S,Dv] as (r, m, h, b)
+  Input<Buffer<float>> d_o{"d_o", 4};                // [B,T,H,Dv] as (r, h, t, b)
+  Input<Buffer<float>> d_state_k_out{"d_state_k_out", 4};  // [B,H,S,Dk]
+  Input<Buffer<float>> d_state_v_out{"d_state_v_out", 4};  // [B,H,S,Dv]
+  Input<double> phase{"phase"};    // pos0 mod W, reduced exactly by the caller
+  Input<double> period{"period"};  // W
+  Input<int> modes{"modes"};       // M >= 0
+  Input<int> slots{"slots"};       // S >= 1
+  Input<float> scale{"scale"};     // > 0
+
+  Output<Buffer<float>> dq{"dq", 4};                      // [B,T,H,Dk] as (d, h, t, b)
+  Output<Buffer<float>> dk{"dk", 4};                      // [B,T,H,Dk] as (d, h, t, b)
+  Output<Buffer<float>> dv{"dv", 4};                      // [B,T,H,Dv] as (r, h, t, b)
+  Output<Buffer<float>> d_log_gamma{"d_log_gamma", 2};    // [B,H] as (h, b): per batch element
+  Output<Buffer<float>> d_state_k_in{"d_state_k_in", 4};  // [B,H,S,Dk] as (d, m, h, b)
+  Output<Buffer<float>> d_state_v_in{"d_state_v_in", 4};  // [B,H,S,Dv] as (r, m, h, b)
+
+  // The benchmark shape, for the estimates.
+  static constexpr int kB = 2, kT = 2048, kH = 4, kD = 64, kS = 64, kM = 31;
+
+  void generate() {
+    // NULL states and state gradients arrive as one-element zero buffers (see bla_forward).
+    BlaForwardInputs fwd{q, k, v, log_gamma,
+                         BoundaryConditions::repeat_edge(state_k_in),
+                         BoundaryConditions::repeat_edge(state_v_in),
+                         phase, period, modes, slots, scale,
+                         q.dim(0).extent(), v.dim(0).extent(), q.dim(2).extent()};
+    BlaBackwardInputs in{fwd, d_o, BoundaryConditions::repeat_edge(d_state_k_out),
+                         BoundaryConditions::repeat_edge(d_state_v_out)};
+    stages = bla_backward_algorithm(in, chunk);
+    dq = stages.dq;
+    dk = stages.dk;
+    dv = stages.dv;
+    d_log_gamma = stages.d_log_gamma;
+    d_state_k_in = stages.d_state_k_in;
+    d_state_v_in = stages.d_state_v_in;
+  }
+
+  void schedule() {
+    const int B = kB, T = kT, H = kH, D = kD, S = kS;
+    for (Input<Buffer<float>> *x : {&q, &k, &v, &d_o}) x->set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
+    for (Input<Buffer<float>> *x : {&state_k_in, &state_v_in, &d_state_k_out, &d_state_v_out}) {
+      x->set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
+    }
+    log_gamma.set_estimates({{0, H}});
+    phase.set_estimate(0.0);
+    period.set_estimate(256.0);
+    modes.set_estimate(kM);
+    slots.set_estimate(S);
+    scale.set_estimate(0.125f);
+    for (Output<Buffer<float>> *x : {&dq, &dk, &dv}) x->set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
+    d_log_gamma.set_estimates({{0, H}, {0, B}});
+    d_state_k_in.set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
+    d_state_v_in.set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
+    schedule_bla_backward_cpu(stages, cpu_knobs(get_target()));
+  }
+
+ private:
+  BlaBackwardStages stages{bla_backward_stub()};
+  static BlaBackwardStages bla_backward_stub() { return BlaBackwardStages{BlaForwardStages{ChunkGrid(Expr(0), 1)}}; }
+};
+
+}  // namespace fsattn
+
+HALIDE_REGISTER_GENERATOR(fsattn::BlaBackwardGenerator, bla_backward)
