@@ -173,30 +173,27 @@ Var per_chunk_root(Func f, const CpuKnobs &k) {
   return chb;
 }
 
-// BLA's pass 1 (z) and softmax (π), one chunk at a time; π stored for every token, and z
-// too when `store_z` (a backward pass reads it again).
-void schedule_bla_pi_cpu(BlaForwardStages &s, const CpuKnobs &k, bool store_z) {
+// BLA's pass 1 (z) and softmax (π) of one chunk, at (at, chb).
+void schedule_bla_pi_cpu(BlaForwardStages &s, Func at, const Var &chb, const CpuKnobs &k) {
   const Vars &x = vars();
-  Func pi = s.softmax.pi.func(), z = s.z.out.func();
-  const Var chb = per_chunk_root(pi, k);
-  if (store_z) per_chunk_root(z, k);
-  else z.compute_at(pi, chb).vectorize(x.m, k.vector, kTail);
-  Func z_at = store_z ? z : pi;
-  schedule_channel_read_cpu(s.z, s.key_in, s.q, z_at, chb, k);
-  s.softmax.zmax.compute_at(pi, chb);
-  s.softmax.ez.compute_at(pi, chb).vectorize(x.m, k.vector, kTail);
-  s.softmax.den.compute_at(pi, chb);
+  s.z.out.func().compute_at(at, chb).vectorize(x.m, k.vector, kTail);
+  schedule_channel_read_cpu(s.z, s.key_in, s.q, at, chb, k);
+  s.softmax.zmax.compute_at(at, chb);
+  s.softmax.ez.compute_at(at, chb).vectorize(x.m, k.vector, kTail);
+  s.softmax.den.compute_at(at, chb);
 }
 
 // An output of BLA read by slots, u_i · (state at i), per chunk of tokens. e = u b over
 // slots is vectorized over tokens: a per-chunk copy of the write weight b with tokens
 // innermost (for the forward, b = φ; for the adjoints, dz or π).
-void schedule_bla_slot_output_cpu(Func out, SlotRead &rd, const ScanInputs &in, const CpuKnobs &k) {
+// Returns the output's parallel loop over chunks.
+Var schedule_bla_slot_output_cpu(Func out, SlotRead &rd, const ScanInputs &in, const CpuKnobs &k) {
   const Vars &x = vars();
   Var ochb = schedule_output_cpu(out, k);
   Func(in.write.func()).in(rd.e).compute_at(out, ochb).reorder_storage(x.i, x.m).vectorize(x.i, k.vector, kTail);
   schedule_slot_read_cpu(rd, out, ochb, k);
   Func(in.x).in(rd.intra).compute_at(out, ochb).vectorize(x.r, k.vector, kTail);
+  return ochb;
 }
 
 }  // namespace
@@ -210,7 +207,8 @@ void schedule_bla_forward_cpu(BlaForwardStages &s, const CpuKnobs &k) {
 
   schedule_scan_cpu(s.key_scan, s.key_in, x.m, k);
   schedule_scan_cpu(s.value_scan, s.value_in, x.r, k);
-  schedule_bla_pi_cpu(s, k, /*store_z=*/false);
+  Func pi = s.softmax.pi.func();
+  schedule_bla_pi_cpu(s, pi, per_chunk_root(pi, k), k);
   schedule_bla_slot_output_cpu(s.o, s.o_read, s.value_in, k);
 
   for (Func f : {s.state_k_out, s.state_v_out}) {
@@ -234,22 +232,33 @@ void schedule_bla_backward_cpu(BlaBackwardStages &s, const CpuKnobs &k) {
   schedule_scan_cpu(s.key_adj, s.key_adj_in, x.r, k);
   schedule_scan_cpu(s.value_adj, s.value_adj_in, x.r, k);
 
-  // z and π, then dπ, one chunk at a time, and dz; all stored for every token (d log γ reads
-  // z and δ again).
-  schedule_bla_pi_cpu(f, k, /*store_z=*/true);
-  Func dpi = s.dpi.out.func();
-  const Var chb = per_chunk_root(dpi, k);
-  schedule_channel_read_cpu(s.dpi, f.value_in, s.d_o, dpi, chb, k);
-  s.delta.compute_root().parallel(x.b).parallel(x.h);
-  s.delta.update().parallel(x.b).parallel(x.h);
-  per_chunk_root(s.dz.func(), k);
+  // z and π, then dπ and dz, one chunk at a time, both pairs stored.
+  const Var pi_chb = per_chunk_root(s.pi_z, k);
+  f.softmax.pi.func().compute_at(s.pi_z, pi_chb).vectorize(x.m, k.vector, kTail);
+  schedule_bla_pi_cpu(f, s.pi_z, pi_chb, k);
+  const Var chb = per_chunk_root(s.dz_term, k);
+  s.dpi.out.func().compute_at(s.dz_term, chb).vectorize(x.m, k.vector, kTail);
+  schedule_channel_read_cpu(s.dpi, f.value_in, s.d_o, s.dz_term, chb, k);
+  s.delta.compute_at(s.dz_term, chb);
 
-  schedule_bla_slot_output_cpu(s.dq, s.dq_read, f.key_in, k);
+  // dq reads the key state by slots, but it is stored for the reads by channels: a per-chunk
+  // copy with channels innermost (read in place, the strided loads made dq's loop the
+  // slowest of the backward: 13% of it, B=2 T=2048 H=4 D=S=64, 2-core AVX-512 Xeon).
+  const Var dq_chb = schedule_bla_slot_output_cpu(s.dq, s.dq_read, f.key_in, k);
+  f.key_scan.state.func().in(s.dq_read.inter).compute_at(s.dq, dq_chb)
+      .reorder_storage(x.r, x.m).vectorize(x.r, k.vector, kTail);
   schedule_bla_slot_output_cpu(s.dk, s.dk_read, s.key_adj_in, k);
   schedule_bla_slot_output_cpu(s.dv, s.dv_read, s.value_adj_in, k);
 
-  s.token_term.compute_root().parallel(x.b).parallel(x.h);
-  s.chunk_term.compute_root().parallel(x.b).parallel(x.h);
+  // The d log γ sums, vectorized over the slot or channel, parallel over batch × head, each
+  // token's (or chunk's) row read whole before the next.
+  for (auto [f, r] : {std::pair(s.slot_terms, s.r_tokens), std::pair(s.k_terms, s.r_tokens),
+                      std::pair(s.v_terms, s.r_tokens), std::pair(s.k_end_terms, s.r_chunks),
+                      std::pair(s.v_end_terms, s.r_chunks)}) {
+    const Var vec = f.args()[0];
+    f.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(vec, k.vector, kTail);
+    f.update().reorder(vec, r.x, r.y, x.h, x.b).fuse(x.h, x.b, bh).parallel(bh).vectorize(vec, k.vector, kTail);
+  }
   s.d_log_gamma.compute_root();
   for (Func out : {s.d_state_k_in, s.d_state_v_in}) {
     out.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);

@@ -24,21 +24,23 @@ void expect_match(const Result &r, const Want &want, double tol, const std::stri
 }
 
 // The relative error of a gradient, except where the reference gradient is zero: some are
-// exactly zero in exact arithmetic (BLA with M = 0 and no initial state keeps every slot
-// equal, so the softmax is flat and q and k get no gradient), and float32 leaves rounding
-// noise there (about 2e-9 RMS). Below an RMS of 1e-4 the error is measured against that RMS
-// instead; the tests' inputs are O(1) and their nonzero gradients have RMS 1e-2 and more.
-inline double grad_error(const std::vector<float> &a, const std::vector<double> &b) {
+// exactly zero in exact arithmetic, and float32 leaves rounding noise there. (BLA with M = 0
+// and no initial state keeps every slot equal, so the softmax is flat and q and k get no
+// gradient: about 2e-9 RMS of noise. With T = 1 and no initial state γ never multiplies
+// anything, so d log γ is 0, as a sum of O(1) terms that cancel: about 2e-7 of noise.)
+// Below an RMS of `floor` the error is measured against that RMS instead; the tests' inputs
+// are O(1), their nonzero activation gradients have RMS 1e-2 and more, and d log γ, a sum
+// over tokens, 1e-1 and more.
+inline double grad_error(const std::vector<float> &a, const std::vector<double> &b, double floor = 1e-4) {
   double num = 0, den = 0;
   for (size_t i = 0; i < b.size(); ++i) {
     num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
     den += b[i] * b[i];
   }
-  const double floor = 1e-8 * double(b.size());  // (RMS 1e-4)^2 · n
-  return std::sqrt(num / std::max(den, floor));
+  return std::sqrt(num / std::max(den, floor * floor * double(b.size())));
 }
-inline double grad_error(const std::vector<float> &a, const std::vector<float> &b) {
-  return grad_error(a, std::vector<double>(b.begin(), b.end()));
+inline double grad_error(const std::vector<float> &a, const std::vector<float> &b, double floor = 1e-4) {
+  return grad_error(a, std::vector<double>(b.begin(), b.end()), floor);
 }
 
 // Every gradient of a backward call against another (float64 reference or float32 run).
@@ -48,7 +50,7 @@ void expect_grads_match(const Result &r, const Want &want, double tol, const std
   EXPECT_LE(grad_error(r.q, want.q), tol) << what << ": dq";
   EXPECT_LE(grad_error(r.k, want.k), tol) << what << ": dk";
   EXPECT_LE(grad_error(r.v, want.v), tol) << what << ": dv";
-  EXPECT_LE(grad_error(r.log_gamma, want.log_gamma), tol) << what << ": d_log_gamma";
+  EXPECT_LE(grad_error(r.log_gamma, want.log_gamma, 1e-2), tol) << what << ": d_log_gamma";
   EXPECT_LE(grad_error(r.state_k, want.state_k), tol) << what << ": d_state_k";
   EXPECT_LE(grad_error(r.state_v, want.state_v), tol) << what << ": d_state_v";
 }
