@@ -57,6 +57,21 @@ void bla_forward(benchmark::State &state, std::string variant, ref::BlaShape s) 
   }, bench::bla_forward_flops_per_token(double(s.S), s.Dk, s.Dv, chunk_of(variant)));
 }
 
+void ida_backward(benchmark::State &state, std::string variant, ref::IdaShape s) {
+  IdaCase c = make_ida_case(s, 42, true);
+  IdaUpstream u = make_ida_upstream(c, 43, true);
+  IdaGradResult r = run_ida_backward(c, u, variant.c_str());  // allocates every gradient
+  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant.c_str()};
+  fsattn_dims dims = c.dims();
+  fsattn_ida_params p = c.params();
+  fsattn_ida_grads dp = r.params();
+  time_call(state, c, [&](const IdaCase &x) {
+    return fsattn_ida_backward(&exec, &dims, &p, x.q.ptr(), x.k.ptr(), x.v.ptr(), x.state_k.ptr(), x.state_v.ptr(),
+                               u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(), r.q.data(), r.k.data(), r.v.data(),
+                               &dp, r.state_k.data(), r.state_v.data());
+  }, bench::ida_backward_flops_per_token(s.M, s.Dk, s.Dv, chunk_of(variant)));
+}
+
 void bla_backward(benchmark::State &state, std::string variant, ref::BlaShape s) {
   BlaCase c = make_bla_case(s, 0, 42, 0.9, true);
   BlaUpstream u = make_bla_upstream(c, 43, true);
@@ -83,6 +98,9 @@ int register_all() {
   };
   for (const std::string &v : cpu_variants(FSATTN_OP_IDA_FORWARD)) {
     configure(benchmark::RegisterBenchmark(("ida_forward/cpu/" + v).c_str(), ida_forward, v, kIdaShape));
+  }
+  for (const std::string &v : cpu_variants(FSATTN_OP_IDA_BACKWARD)) {
+    configure(benchmark::RegisterBenchmark(("ida_backward/cpu/" + v).c_str(), ida_backward, v, kIdaShape));
   }
   for (const std::string &v : cpu_variants(FSATTN_OP_BLA_FORWARD)) {
     configure(benchmark::RegisterBenchmark(("bla_forward/cpu/" + v).c_str(), bla_forward, v, kBlaShape));

@@ -38,7 +38,7 @@ struct BlaBackwardStages {
   Halide::Func slot_terms;              // (m, h, b): Σ_tokens dz_term[1]
   Halide::Func k_terms, v_terms;        // (r, h, b): Σ_tokens (i + 1) k[r] dk[r], and v dv
   Halide::Func k_end_terms, v_end_terms;  // (r, h, b): Σ_chunks len Σ_m R[m, r] X_end[m, r]
-  Halide::Func d_log_gamma;  // (h, b): this batch element's share (the caller sums over b)
+  Halide::Func d_log_gamma;  // (h, b): this batch element's share
   Halide::Func d_state_k_in, d_state_v_in;  // (r, m, h, b)
   Halide::RDom r_delta, r_tokens, r_chunks, r_slots, r_dk, r_dv;
 };

@@ -30,7 +30,7 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
   Output<Buffer<float>> dq{"dq", 4};                      // [B,T,H,Dk] as (d, h, t, b)
   Output<Buffer<float>> dk{"dk", 4};                      // [B,T,H,Dk] as (d, h, t, b)
   Output<Buffer<float>> dv{"dv", 4};                      // [B,T,H,Dv] as (r, h, t, b)
-  Output<Buffer<float>> d_log_gamma{"d_log_gamma", 2};    // [B,H] as (h, b): per batch element
+  Output<Buffer<float>> d_log_gamma{"d_log_gamma", 1};    // [H] as (h), summed over the batch
   Output<Buffer<float>> d_state_k_in{"d_state_k_in", 4};  // [B,H,S,Dk] as (d, m, h, b)
   Output<Buffer<float>> d_state_v_in{"d_state_v_in", 4};  // [B,H,S,Dv] as (r, m, h, b)
 
@@ -50,7 +50,7 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
     dq = stages.dq;
     dk = stages.dk;
     dv = stages.dv;
-    d_log_gamma = stages.d_log_gamma;
+    d_log_gamma = batch_sum(stages.d_log_gamma, q.dim(3).extent(), "d_log_gamma_sum");
     d_state_k_in = stages.d_state_k_in;
     d_state_v_in = stages.d_state_v_in;
   }
@@ -68,15 +68,14 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
     slots.set_estimate(S);
     scale.set_estimate(0.125f);
     for (Output<Buffer<float>> *x : {&dq, &dk, &dv}) x->set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
-    d_log_gamma.set_estimates({{0, H}, {0, B}});
+    d_log_gamma.set_estimates({{0, H}});
     d_state_k_in.set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
     d_state_v_in.set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
     schedule_bla_backward_cpu(stages, cpu_knobs(get_target()));
   }
 
  private:
-  BlaBackwardStages stages{bla_backward_stub()};
-  static BlaBackwardStages bla_backward_stub() { return BlaBackwardStages{BlaForwardStages{ChunkGrid(Expr(0), 1)}}; }
+  BlaBackwardStages stages{BlaForwardStages{ChunkGrid(Expr(0), 1)}};
 };
 
 }  // namespace fsattn

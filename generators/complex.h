@@ -35,6 +35,13 @@ inline Cx operator*(const Cx &a, const Cx &b) {
   return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
 }
 
+inline Cx conj(const Cx &a) { return a.is_real() ? a : Cx(a.re, -a.im); }
+
+inline Cx operator-(const Cx &a, const Cx &b) {
+  if (a.is_real() && b.is_real()) return {a.re - b.re};
+  return {a.re - b.re, a.imag() - b.imag()};
+}
+
 // Re(a * b), without computing the imaginary part.
 inline Halide::Expr real_of_product(const Cx &a, const Cx &b) {
   if (a.is_real() || b.is_real()) return (a * b).re;

@@ -103,4 +103,17 @@ inline Halide::Func chunked(const Halide::Func &x, const Halide::Expr &channels,
   return f;
 }
 
+// f(..., b) summed over the batch b in [0, batches), in order: a parameter's gradient.
+inline Halide::Func batch_sum(const Halide::Func &f, const Halide::Expr &batches, const std::string &name) {
+  std::vector<Halide::Var> args = f.args();
+  args.pop_back();
+  std::vector<Halide::Expr> at(args.begin(), args.end());
+  Halide::RDom rb(0, batches, name + "_batch");
+  at.push_back(rb.x);
+  Halide::Func out(name);
+  out(args) = Halide::cast(f.value().type(), 0);
+  out(args) += f(at);
+  return out;
+}
+
 }  // namespace fsattn

@@ -4,8 +4,6 @@ using namespace Halide;
 
 namespace fsattn {
 
-namespace {
-// A complex state stored as (ri, r, m, h, b) read as a CxFunc (r, m, h, b).
 CxFunc complex_state(const Func &stored, const std::string &name) {
   const Vars &x = vars();
   CxFunc f(name, false);
@@ -14,14 +12,13 @@ CxFunc complex_state(const Func &stored, const std::string &name) {
   return f;
 }
 
-Func store_complex(const CxFunc &state, const Expr &last_chunk, const std::string &name) {
+Func store_complex(const CxFunc &state, const Expr &index, const std::string &name) {
   const Vars &x = vars();
   Func f(name);
-  Cx s = state(x.r, x.m, last_chunk, x.h, x.b);
+  Cx s = state(x.r, x.m, index, x.h, x.b);
   f(x.ri, x.r, x.m, x.h, x.b) = select(x.ri == 0, s.re, s.imag());
   return f;
 }
-}  // namespace
 
 IdaForwardStages ida_forward_algorithm(const IdaForwardInputs &in, int chunk, bool masked) {
   const Vars &x = vars();
@@ -45,8 +42,8 @@ IdaForwardStages ida_forward_algorithm(const IdaForwardInputs &in, int chunk, bo
 
   s.o = Func("o");
   s.o(x.r, x.h, x.t, x.b) = s.o_read.out(x.r, x.t % chunk, x.t / chunk, x.h, x.b);
-  s.state_k_out = store_complex(s.key_scan.state, g.N, "state_k_out");
-  s.state_v_out = store_complex(s.value_scan.state, g.N, "state_v_out");
+  s.state_k_out = store_complex(s.key_scan.state, g.exit_index(), "state_k_out");
+  s.state_v_out = store_complex(s.value_scan.state, g.exit_index(), "state_v_out");
   return s;
 }
 

@@ -31,6 +31,11 @@ struct IdaForwardStages {
   Halide::Func state_k_out, state_v_out;  // (ri, r, m, h, b)
 };
 
+// A complex state buffer (ri, r, m, h, b) as a CxFunc (r, m, h, b), and one state of a scan
+// (index 0..N) as such a buffer.
+CxFunc complex_state(const Halide::Func &stored, const std::string &name);
+Halide::Func store_complex(const CxFunc &state, const Halide::Expr &index, const std::string &name);
+
 // masked: see ChunkGrid::masked.
 IdaForwardStages ida_forward_algorithm(const IdaForwardInputs &in, int chunk, bool masked = false);
 

@@ -85,12 +85,17 @@ IdaMixing ida_mixing(const Func &c_mix, const CxFunc &p, const Expr &modes) {
   mx.gram = CxFunc("gram", false);
   mx.gram.define({x.m, x.m2, x.h}, cast_cx(Float(32), mx.gram64(x.m, x.m2, x.h)));
 
-  mx.r_w = RDom(0, modes, "r_w");
-  mx.w = CxFunc("w", false);
-  mx.w.define({x.m, x.i, x.c, x.h, x.b}, Cx(0.0f, 0.0f));
-  mx.w.update({x.m, x.i, x.c, x.h, x.b},
-              mx.w(x.m, x.i, x.c, x.h, x.b) + mx.gram(x.m, mx.r_w, x.h) * p(mx.r_w, x.i, x.c, x.h, x.b));
+  mx.w = mix_modes(mx.gram, p, modes, "w", mx.r_w);
   return mx;
+}
+
+CxFunc mix_modes(const CxFunc &gram, const CxFunc &p, const Expr &modes, const std::string &name, RDom &r) {
+  const Vars &x = vars();
+  r = RDom(0, modes, "r_" + name);
+  CxFunc out(name, false);
+  out.define({x.m, x.i, x.c, x.h, x.b}, Cx(0.0f, 0.0f));
+  out.update({x.m, x.i, x.c, x.h, x.b}, out(x.m, x.i, x.c, x.h, x.b) + gram(x.m, r, x.h) * p(r, x.i, x.c, x.h, x.b));
+  return out;
 }
 
 }  // namespace fsattn

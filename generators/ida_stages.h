@@ -39,4 +39,8 @@ struct IdaMixing {
 };
 IdaMixing ida_mixing(const Halide::Func &c_mix, const CxFunc &p, const Halide::Expr &modes);
 
+// out(m, i, c, h, b) = Σ_m2 gram[m, m2] p[m2]; `r` receives the reduction over m2.
+CxFunc mix_modes(const CxFunc &gram, const CxFunc &p, const Halide::Expr &modes, const std::string &name,
+                 Halide::RDom &r);
+
 }  // namespace fsattn

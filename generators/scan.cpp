@@ -113,7 +113,7 @@ ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Fu
 }
 
 SlotRead read_by_slots(const ScanInputs &in, const ScanStages &s, const CxFunc &u, const ChunkGrid &g,
-                       const std::string &prefix) {
+                       const std::string &prefix, bool u_per_token) {
   const Vars &v = vars();
   SlotRead rd;
 
@@ -139,15 +139,21 @@ SlotRead read_by_slots(const ScanInputs &in, const ScanStages &s, const CxFunc &
     rd.e(v.tau, v.i, v.c, v.h, v.b) += real_of_product(u(mm, v.i, v.c, v.h, v.b), write_at(in, mm, v.tau, v.c));
     rd.decay_lag = decay_by_lag(in, g, prefix + "_decay_lag");
     e = rd.e(tau, v.i, v.c, v.h, v.b) * rd.decay_lag(tau, v.i, v.h);
-  } else if (!in.write_per_token) {
+  } else if (!in.write_per_token || !u_per_token) {
     // One write weight per slot: fold it into u once per token; then e depends on tau only
     // through the lag n, and is indexed by it: e[n, i] = Re Σ_m (u_i b)[m] λ_m^n, a matmul
-    // against the decay table itself.
+    // against the decay table itself. Likewise with the roles swapped, for one read weight
+    // per slot (an adjoint's read of its state): e[n, tau] = Re Σ_m (u b_tau)[m] λ_m^n.
     rd.uw = CxFunc(prefix + "_uw", u.is_real() && in.write.is_real());
-    rd.uw.define({v.m, v.i, v.c, v.h, v.b}, u(v.m, v.i, v.c, v.h, v.b) * write_at(in, v.m, 0, 0));
+    if (!in.write_per_token) {
+      rd.uw.define({v.m, v.i, v.c, v.h, v.b}, u(v.m, v.i, v.c, v.h, v.b) * write_at(in, v.m, 0, 0));
+    } else {
+      rd.uw.define({v.m, v.i, v.c, v.h, v.b}, u(v.m, 0, 0, v.h, v.b) * write_at(in, v.m, v.i, v.c));
+    }
     rd.e(v.n, v.i, v.c, v.h, v.b) = 0.0f;
     rd.e(v.n, v.i, v.c, v.h, v.b) += real_of_product(rd.uw(mm, v.i, v.c, v.h, v.b), in.decay_pow(v.n, mm, v.h));
-    e = rd.e(max(g.lag(tau, v.i), 0), v.i, v.c, v.h, v.b);
+    const Expr token = in.write_per_token ? Expr(tau) : Expr(v.i);
+    e = rd.e(max(g.lag(tau, v.i), 0), token, v.c, v.h, v.b);
   } else {
     rd.e(v.tau, v.i, v.c, v.h, v.b) = 0.0f;
     rd.e(v.tau, v.i, v.c, v.h, v.b) += real_of_product(u(mm, v.i, v.c, v.h, v.b) * write_at(in, mm, v.tau, v.c),

@@ -61,17 +61,20 @@ ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Ha
 // Pass 2: read the state at each token with slot weights u (complex or real),
 //     out_i[r] = Re Σ_m u_i[m] X_i[m, r]           (one real value per channel)
 struct SlotRead {
-  CxFunc uw;        // (m, i, c, h, b): u_i[m] b[m], only where the write weight is per slot
+  CxFunc uw;        // (m, i, c, h, b): u_i[m] b[m] where the write weight is per slot, or
+                    // u[m] b_i[m] where the read weight is (see read_by_slots)
   CxFunc ud;        // (m, i, c, h, b): u_i[m] λ_m^read_age
   Halide::Func inter;  // (r, i, c, h, b): Re Σ_m ud[m] state(c)[m, r]
   Halide::Func decay_lag;  // (tau, i, h): λ^lag(tau, i), only where the decay is per head
   Halide::Func e;      // (tau, i, c, h, b): Re Σ_m u_i[m] λ_m^lag b_tau[m], tau contributing to i;
-                       // where the write weight is per slot, indexed by the lag instead: (n, i, ...)
+                       // where the write (read) weight is per slot, indexed by the lag and the
+                       // reading (writing) token instead: (n, i, ...) = Re Σ_m uw(m, i) λ_m^n
   Halide::Func intra;  // (r, i, c, h, b): Σ_tau e x_tau[r]
   Halide::Func out;    // (r, i, c, h, b)
   Halide::RDom r_inter, r_e, r_intra;
 };
+// u_per_token: false when u depends on the slot only (u(m, i, ...) is read at i = 0).
 SlotRead read_by_slots(const ScanInputs &in, const ScanStages &s, const CxFunc &u, const ChunkGrid &g,
-                       const std::string &prefix);
+                       const std::string &prefix, bool u_per_token = true);
 
 }  // namespace fsattn

@@ -106,7 +106,11 @@ Var schedule_output_cpu(Func o, const CpuKnobs &k) {
 
 }  // namespace
 
-void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
+namespace {
+
+// IDA's features, modes and pass 1 with the mixing, as the forward and the backward compute
+// them. `keep_norms`: the per-token norms and silu(k) are stored for a backward pass.
+void schedule_ida_pass1_cpu(IdaForwardStages &s, const CpuKnobs &k, bool keep_norms) {
   const Vars &x = vars();
   Var bh("bh"), chb("chb");
 
@@ -122,15 +126,22 @@ void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
   // Norms once per chunk (per token they cost a heap allocation each), over silu values
   // computed once per chunk, vectorized: inside the norm's scalar reduction, silu's exp was
   // scalar (the three feature maps were 16% of an IDA call).
-  s.feat.q_act.compute_at(s.feat.fq, chb).vectorize(x.r, k.vector, kTail);
-  s.feat.k_act.compute_at(s.feat.kt, chb).vectorize(x.r, k.vector, kTail);
-  s.feat.q_ssq.compute_at(s.feat.fq, chb);
-  s.feat.k_ssq.compute_at(s.feat.kt, chb);
-  s.feat.v_msq.compute_at(s.feat.vt, chb);
-
-  // Pass 1 reads the key state per slot (vector over m); pass 2 the value state per channel.
-  schedule_scan_cpu(s.key_scan, s.key_in, x.m, k);
-  schedule_scan_cpu(s.value_scan, s.value_in, x.r, k);
+  if (keep_norms) {
+    for (Func f : {s.feat.q_act, s.feat.k_act}) {
+      f.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.r, k.vector, kTail);
+    }
+    for (Func f : {s.feat.q_ssq, s.feat.k_ssq, s.feat.v_msq}) {
+      f.compute_root().parallel(x.b).parallel(x.h);
+      f.update().parallel(x.b).parallel(x.h);
+    }
+    s.feat.k_msq.compute_root().parallel(x.b).parallel(x.h);
+  } else {
+    s.feat.q_act.compute_at(s.feat.fq, chb).vectorize(x.r, k.vector, kTail);
+    s.feat.k_act.compute_at(s.feat.kt, chb).vectorize(x.r, k.vector, kTail);
+    s.feat.q_ssq.compute_at(s.feat.fq, chb);
+    s.feat.k_ssq.compute_at(s.feat.kt, chb);
+    s.feat.v_msq.compute_at(s.feat.vt, chb);
+  }
 
   // Pass 1 and the mixing, one chunk at a time.
   Func p = s.p.out.func();
@@ -145,6 +156,25 @@ void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
   // fused dimensions by its whole range, so every register tile of w was sized, allocated on
   // the heap and computed for all heads.
   reduce_in_registers(w, x.m, s.mix.r_w.x, x.i, k).compute_root().parallel(x.b).parallel(x.h).parallel(x.c);
+}
+
+// A scan's state read by slots where it is stored for reads by channels (or the reverse):
+// a per-chunk copy with `vec` innermost, for the read stage `read`.
+void transposed_state_copy(const ScanStages &s, Func read, const Var &vec, Func at, const Var &chb, const CpuKnobs &k) {
+  const Vars &x = vars();
+  const Var &other = vec.same_as(x.m) ? x.r : x.m;
+  Func(s.state.func()).in(read).compute_at(at, chb).reorder_storage(vec, other).vectorize(vec, k.vector, kTail);
+}
+
+}  // namespace
+
+void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
+  const Vars &x = vars();
+  Var bh("bh");
+  schedule_ida_pass1_cpu(s, k, /*keep_norms=*/false);
+  // Pass 1 reads the key state per slot (vector over m); pass 2 the value state per channel.
+  schedule_scan_cpu(s.key_scan, s.key_in, x.m, k);
+  schedule_scan_cpu(s.value_scan, s.value_in, x.r, k);
 
   // Pass 2, computed per chunk of the output.
   schedule_slot_read_cpu(s.o_read, s.o, schedule_output_cpu(s.o, k), k);
@@ -251,8 +281,7 @@ void schedule_bla_backward_cpu(BlaBackwardStages &s, const CpuKnobs &k) {
   // copy with channels innermost (read in place, the strided loads made dq's loop the
   // slowest of the backward: 13% of it, B=2 T=2048 H=4 D=S=64, 2-core AVX-512 Xeon).
   const Var dq_chb = schedule_bla_slot_output_cpu(s.dq, s.dq_read, f.key_in, k);
-  f.key_scan.state.func().in(s.dq_read.inter).compute_at(s.dq, dq_chb)
-      .reorder_storage(x.r, x.m).vectorize(x.r, k.vector, kTail);
+  transposed_state_copy(f.key_scan, s.dq_read.inter, x.r, s.dq, dq_chb, k);
   schedule_bla_slot_output_cpu(s.dk, s.dk_read, s.key_adj_in, k);
   schedule_bla_slot_output_cpu(s.dv, s.dv_read, s.value_adj_in, k);
 
@@ -274,6 +303,78 @@ void schedule_bla_backward_cpu(BlaBackwardStages &s, const CpuKnobs &k) {
   for (Func out : {s.d_state_k_in, s.d_state_v_in}) {
     out.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
   }
+}
+
+void schedule_ida_backward_cpu(IdaBackwardStages &s, const CpuKnobs &k) {
+  const Vars &x = vars();
+  Var bh("bh");
+  IdaForwardStages &f = s.fwd;
+  schedule_ida_pass1_cpu(f, k, /*keep_norms=*/true);
+  // conj(Λ)^n for the adjoints, and copies with m innermost for their intra-chunk reads.
+  s.conj_decay.func().compute_root();
+  for (Func read : {s.hk_read.intra.func(), s.hv_read.intra.func()}) {
+    s.conj_decay.func().in(read).compute_root().reorder_storage(x.m, x.n).vectorize(x.m, k.vector, kTail);
+  }
+
+  // The forward states are read by channels (p, g_w): modes innermost; the adjoint states by
+  // slots (∂L/∂kt, ∂L/∂vt): channels innermost. The other reads take per-chunk transposed copies.
+  schedule_scan_cpu(f.key_scan, f.key_in, x.m, k);
+  schedule_scan_cpu(f.value_scan, f.value_in, x.m, k);
+  schedule_scan_cpu(s.key_adj, s.key_adj_in, x.r, k);
+  schedule_scan_cpu(s.value_adj, s.value_adj_in, x.r, k);
+
+  // g_w per chunk, stored; then conj(g_p) = G gw as w is.
+  Func gw = s.gw_read.out.func();
+  const Var gw_chb = per_chunk_root(gw, k);
+  schedule_channel_read_cpu(s.gw_read, f.value_in, s.d_o, gw, gw_chb, k);
+  reduce_in_registers(s.w2.func(), x.m, s.r_w2.x, x.i, k).compute_root().parallel(x.b).parallel(x.h).parallel(x.c);
+
+  // The adjoints' reads, per chunk, stored: by conj(B) (∂L/∂kt, ∂L/∂vt) and by kt, vt.
+  for (auto [slot_read, channel_read, adj, adj_in] :
+       {std::tuple(&s.dkt_read, &s.hk_read, &s.key_adj, &s.key_adj_in),
+        std::tuple(&s.dvt_read, &s.hv_read, &s.value_adj, &s.value_adj_in)}) {
+    Func stored = slot_read->out.in();
+    Var bh2("bh"), chb("chb");
+    stored.compute_root().fuse(x.h, x.b, bh2).fuse(x.c, bh2, chb).parallel(chb).vectorize(x.r, k.vector, kTail);
+    schedule_slot_read_cpu(*slot_read, stored, chb, k);
+    Func h = channel_read->out.func();
+    const Var h_chb = per_chunk_root(h, k);
+    schedule_channel_read_cpu(*channel_read, *adj_in, Func(), h, h_chb, k);
+    transposed_state_copy(*adj, channel_read->inter.func(), x.m, h, h_chb, k);
+  }
+
+  // The gradients of q, k and v, per chunk of tokens.
+  const Var dq_chb = schedule_output_cpu(s.dq, k);
+  schedule_slot_read_cpu(s.dfq_read, s.dq, dq_chb, k);
+  transposed_state_copy(f.key_scan, s.dfq_read.inter, x.r, s.dq, dq_chb, k);
+  s.q_dot.compute_at(s.dq, dq_chb);
+  const Var dk_chb = schedule_output_cpu(s.dk, k);
+  s.k_dot.compute_at(s.dk, dk_chb);
+  s.g_xk.compute_at(s.dk, dk_chb).vectorize(x.r, k.vector, kTail);
+  s.k_xdot.compute_at(s.dk, dk_chb);
+  const Var dv_chb = schedule_output_cpu(s.dv, k);
+  s.v_dot.compute_at(s.dv, dv_chb);
+
+  // Sums over the tokens, vectorized over the channel or mode, the heads of a token adjacent.
+  for (Func f_sum : {s.d_gk, s.d_bk, s.d_gv, s.d_bv}) {
+    f_sum.compute_root().parallel(x.b).vectorize(x.r, k.vector, kTail);
+    f_sum.update().reorder(x.r, x.h, s.r_feature_tokens.x, x.b).parallel(x.b).vectorize(x.r, k.vector, kTail);
+  }
+  for (Func f_sum : {s.mode_terms.func(), s.d_b.func()}) {
+    f_sum.compute_root().parallel(x.b).vectorize(x.m, k.vector, kTail);
+    f_sum.update().reorder(x.m, x.h, s.r_tokens.x, s.r_tokens.y, x.b).parallel(x.b).vectorize(x.m, k.vector, kTail);
+  }
+  Func end = s.end_terms.func();
+  end.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
+  for (int u = 0; u < 2; ++u) {
+    const RDom &r = u == 0 ? s.r_chunks_k : s.r_chunks_v;
+    end.update(u).reorder(x.m, r.x, r.y, x.h, x.b).fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
+  }
+  s.d_dta.func().compute_root();
+  reduce_in_registers(s.gram_grad.func(), x.m, s.r_gram.x, x.m2, k).compute_root().parallel(x.b).parallel(x.h);
+  s.c_grad.func().compute_root().parallel(x.b).parallel(x.h).vectorize(x.m, k.vector, kTail);
+  s.c_grad.func().update().parallel(x.b).parallel(x.h).vectorize(x.m, k.vector, kTail);
+  for (Func out : {s.d_state_k_in, s.d_state_v_in}) out.compute_root().fuse(x.h, x.b, bh).parallel(bh);
 }
 
 void schedule_bla_interpolate_cpu(DirichletInterpolation &d, const CpuKnobs &k) {

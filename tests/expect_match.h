@@ -55,6 +55,26 @@ void expect_grads_match(const Result &r, const Want &want, double tol, const std
   EXPECT_LE(grad_error(r.state_v, want.state_v), tol) << what << ": d_state_v";
 }
 
+// Every gradient of an IDA backward call against another.
+template <typename Result, typename Want>
+void expect_ida_grads_match(const Result &r, const Want &want, double tol, const std::string &what = "") {
+  ASSERT_EQ(r.status, FSATTN_OK) << what << ": " << fsattn_last_error();
+  EXPECT_LE(grad_error(r.q, want.q), tol) << what << ": dq";
+  EXPECT_LE(grad_error(r.k, want.k), tol) << what << ": dk";
+  EXPECT_LE(grad_error(r.v, want.v), tol) << what << ": dv";
+  EXPECT_LE(grad_error(r.state_k, want.state_k), tol) << what << ": d_state_k";
+  EXPECT_LE(grad_error(r.state_v, want.state_v), tol) << what << ": d_state_v";
+  // Parameter gradients sum over every token: their scale is that of d log γ (above).
+  for (auto [got, ref, name] : {std::tuple(&r.gk, &want.gk, "gk"), std::tuple(&r.bk, &want.bk, "bk"),
+                                std::tuple(&r.gv, &want.gv, "gv"), std::tuple(&r.bv, &want.bv, "bv"),
+                                std::tuple(&r.log_dt, &want.log_dt, "log_dt"),
+                                std::tuple(&r.A_re_log, &want.A_re_log, "A_re_log"),
+                                std::tuple(&r.A_im, &want.A_im, "A_im"), std::tuple(&r.B, &want.B, "B"),
+                                std::tuple(&r.C, &want.C, "C")}) {
+    EXPECT_LE(grad_error(*got, *ref, 1e-2), tol) << what << ": d" << name;
+  }
+}
+
 // Test names for the (shape, variant, with_state) parameters of the reference suites.
 struct ShapeVariantStateName {
   template <typename Info>

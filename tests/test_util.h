@@ -132,6 +132,64 @@ inline ref::IdaOutputs reference_ida_forward(const IdaCase &c) {
   return ref::ida_forward(c.s, c.ref_params(), c.q.d, c.k.d, c.v.d, c.state_k.d, c.state_v.d);
 }
 
+// The upstream gradients of an IDA backward call: d_o, and the final states' (empty: NULL).
+struct IdaUpstream {
+  Tensor32 d_o, d_state_k, d_state_v;
+};
+inline IdaUpstream make_ida_upstream(const IdaCase &c, uint64_t seed, bool with_state_grads) {
+  std::mt19937_64 rng(seed);
+  const auto &s = c.s;
+  IdaUpstream u;
+  u.d_o = random_tensor(rng, s.B * s.T * s.H * s.Dv);
+  if (with_state_grads) {
+    u.d_state_k = random_tensor(rng, s.B * s.H * s.M * s.Dk * 2);
+    u.d_state_v = random_tensor(rng, s.B * s.H * s.M * s.Dv * 2);
+  }
+  return u;
+}
+
+// An IDA backward call's status and gradients (NaN where the kernel wrote nothing).
+struct IdaGradResult {
+  fsattn_status status;
+  std::vector<float> q, k, v, gk, bk, gv, bv, log_dt, A_re_log, A_im, B, C, state_k, state_v;
+  fsattn_ida_grads params() {
+    return {gk.data(), bk.data(), gv.data(), bv.data(), log_dt.data(), A_re_log.data(), A_im.data(), B.data(),
+            C.data()};
+  }
+};
+
+inline IdaGradResult run_ida_backward(const IdaCase &c, const IdaUpstream &u, const char *variant = nullptr) {
+  const auto &s = c.s;
+  IdaGradResult r;
+  for (auto [x, n] : {std::pair(&r.q, s.Dk), std::pair(&r.k, s.Dk), std::pair(&r.v, s.Dv)}) {
+    x->assign(s.B * s.T * s.H * n, NAN);
+  }
+  r.gk.assign(s.H * s.Dk, NAN);
+  r.bk.assign(s.H * s.Dk, NAN);
+  r.gv.assign(s.H * s.Dv, NAN);
+  r.bv.assign(s.H * s.Dv, NAN);
+  r.log_dt.assign(s.H, NAN);
+  r.A_re_log.assign(s.H * s.M, NAN);
+  r.A_im.assign(s.H * s.M, NAN);
+  r.B.assign(s.H * s.M * 2, NAN);
+  r.C.assign(s.H * s.M * s.M * 2, NAN);
+  r.state_k.assign(s.B * s.H * s.M * s.Dk * 2, NAN);
+  r.state_v.assign(s.B * s.H * s.M * s.Dv * 2, NAN);
+  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant};
+  fsattn_dims dims = c.dims();
+  fsattn_ida_params p = c.params();
+  fsattn_ida_grads dp = r.params();
+  r.status = fsattn_ida_backward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(), c.state_v.ptr(),
+                                 u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(), r.q.data(), r.k.data(),
+                                 r.v.data(), &dp, r.state_k.data(), r.state_v.data());
+  return r;
+}
+
+inline ref::IdaGrads reference_ida_backward(const IdaCase &c, const IdaUpstream &u) {
+  return ref::ida_backward(c.s, c.ref_params(), c.q.d, c.k.d, c.v.d, c.state_k.d, c.state_v.d, u.d_o.d,
+                           u.d_state_k.d, u.d_state_v.d);
+}
+
 // Tokens [t0, t1) of a [B,T,H,D] tensor.
 inline Tensor32 slice_tokens(const Tensor32 &x, int64_t B, int64_t T, int64_t H, int64_t D, int64_t t0,
                              int64_t t1) {

@@ -124,7 +124,6 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   auto restore = [&](int i) {
     return seed_copies[i].empty() ? restore_of(state_copies[i]) : restore_of(seed_copies[i]);
   };
-  std::vector<float> d_log_gamma_per_batch(size_t(B * H));  // [B,H], summed below in a fixed order
   KernelArgs args;
   args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
   args.shared(Tensor(p->log_gamma, {H}));
@@ -135,16 +134,10 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   args.batched(state_input(d_state_v_out, d_state_v_in, {Dv, S, H, B}, seed_copies[1]));
   scalars.add_to(args);
   args.output(Tensor(dq, {Dk, H, T, B})).output(Tensor(dk, {Dk, H, T, B})).output(Tensor(dv, {Dv, H, T, B}));
-  args.output(Tensor(d_log_gamma_per_batch.data(), {H, B}));
+  args.summed(Tensor(d_log_gamma, {H}));
   args.output(state_output(d_state_k_in, {Dk, S, H, B}), restore(0));
   args.output(state_output(d_state_v_in, {Dv, S, H, B}), restore(1));
-  status = args.run(*kernel, B);
-  for (int64_t h = 0; h < H; ++h) {
-    double total = 0;
-    for (int64_t b = 0; b < B; ++b) total += d_log_gamma_per_batch[size_t(b * H + h)];
-    d_log_gamma[h] = status == FSATTN_OK ? float(total) : NAN;
-  }
-  return status;
+  return args.run(*kernel, B);
 }
 
 fsattn_status bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads, int64_t dim,

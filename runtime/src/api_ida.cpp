@@ -29,31 +29,48 @@ using namespace fsattn;
 
 namespace {
 
+// Everything the forward and the backward pass check alike; returns the eps to use.
+float check_ida_call(Validator &val, const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
+                     const float *q, const float *k, const float *v) {
+  val.exec(exec).dims(dims);
+  float eps = check_ida_params(val, p);
+  val.pointer("q", q).pointer("k", k).pointer("v", v);
+  if (!val.ok()) return eps;
+  const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
+  const int64_t M = p->modes;
+  val.elements("q", {B, T, H, Dk}).elements("v", {B, T, H, Dv});
+  val.elements("state_k", {B, H, M, Dk, 2}).elements("state_v", {B, H, M, Dv, 2});
+  val.elements("p->C", {H, M, M, 2});
+  return eps;
+}
+
+// The parameters as the kernels take them (shared by the batch).
+void add_ida_params(KernelArgs &args, const fsattn_dims *dims, const fsattn_ida_params *p) {
+  const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;
+  args.shared(Tensor(p->gk, {Dk, H})).shared(Tensor(p->bk, {Dk, H}));
+  args.shared(Tensor(p->gv, {Dv, H})).shared(Tensor(p->bv, {Dv, H}));
+  args.shared(Tensor(p->log_dt, {H})).shared(Tensor(p->A_re_log, {M, H})).shared(Tensor(p->A_im, {M, H}));
+  args.shared(Tensor(p->B, {2, M, H})).shared(Tensor(p->C, {2, M, M, H}));
+}
+
 fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
                           const float *q, const float *k, const float *v, const float *state_k_in,
                           const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
   Validator val("fsattn_ida_forward");
-  val.exec(exec).dims(dims);
-  float eps = check_ida_params(val, p);
-  val.pointer("q", q).pointer("k", k).pointer("v", v).pointer("o", o);
-  if (!val.ok()) return val.status();
-  const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
-  const int64_t M = p->modes;
-  val.elements("q", {B, T, H, Dk}).elements("o", {B, T, H, Dv});
-  val.elements("state_k", {B, H, M, Dk, 2}).elements("state_v", {B, H, M, Dv, 2});
+  float eps = check_ida_call(val, exec, dims, p, q, k, v);
+  val.pointer("o", o);
   if (!val.ok()) return val.status();
 
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_ida_forward", FSATTN_OP_IDA_FORWARD, exec->device, exec->variant, &status);
   if (kernel == nullptr) return status;
 
+  const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
+  const int64_t M = p->modes;
   std::vector<float> copies[2];  // initial states that overlap their final states
   KernelArgs args;
   args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
-  args.shared(Tensor(p->gk, {Dk, H})).shared(Tensor(p->bk, {Dk, H}));
-  args.shared(Tensor(p->gv, {Dv, H})).shared(Tensor(p->bv, {Dv, H}));
-  args.shared(Tensor(p->log_dt, {H})).shared(Tensor(p->A_re_log, {M, H})).shared(Tensor(p->A_im, {M, H}));
-  args.shared(Tensor(p->B, {2, M, H})).shared(Tensor(p->C, {2, M, M, H}));
+  add_ida_params(args, dims, p);
   args.batched(state_input(state_k_in, state_k_out, {2, Dk, M, H, B}, copies[0]));
   args.batched(state_input(state_v_in, state_v_out, {2, Dv, M, H, B}, copies[1]));
   args.scalar(&eps);
@@ -63,7 +80,66 @@ fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   return args.run(*kernel, B);
 }
 
+fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
+                           const float *q, const float *k, const float *v, const float *state_k_in,
+                           const float *state_v_in, const float *d_o, const float *d_state_k_out,
+                           const float *d_state_v_out, float *dq, float *dk, float *dv, const fsattn_ida_grads *dp,
+                           float *d_state_k_in, float *d_state_v_in) {
+  Validator val("fsattn_ida_backward");
+  float eps = check_ida_call(val, exec, dims, p, q, k, v);
+  val.pointer("d_o", d_o).pointer("dq", dq).pointer("dk", dk).pointer("dv", dv);
+  if (!val.ok()) return val.status();
+
+  fsattn_status status = FSATTN_OK;
+  const Kernel *kernel =
+      find_kernel("fsattn_ida_backward", FSATTN_OP_IDA_BACKWARD, exec->device, exec->variant, &status);
+  if (kernel == nullptr) return status;
+
+  const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
+  const int64_t M = p->modes;
+  // Initial states and final-state gradients that overlap the initial-state gradients written
+  // over them are read from copies (and restored from them if the call fails).
+  std::vector<float> state_copies[2], seed_copies[2];
+  auto restore = [&](int i) {
+    return seed_copies[i].empty() ? restore_of(state_copies[i]) : restore_of(seed_copies[i]);
+  };
+  // A NULL dp, or a NULL member, skips that gradient (a sink the kernel writes one value of).
+  const fsattn_ida_grads none{};
+  const fsattn_ida_grads &g = dp != nullptr ? *dp : none;
+  KernelArgs args;
+  args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
+  add_ida_params(args, dims, p);
+  args.batched(state_input(state_k_in, d_state_k_in, {2, Dk, M, H, B}, state_copies[0]));
+  args.batched(state_input(state_v_in, d_state_v_in, {2, Dv, M, H, B}, state_copies[1]));
+  args.batched(Tensor(d_o, {Dv, H, T, B}));
+  args.batched(state_input(d_state_k_out, d_state_k_in, {2, Dk, M, H, B}, seed_copies[0]));
+  args.batched(state_input(d_state_v_out, d_state_v_in, {2, Dv, M, H, B}, seed_copies[1]));
+  args.scalar(&eps);
+  args.output(Tensor(dq, {Dk, H, T, B})).output(Tensor(dk, {Dk, H, T, B})).output(Tensor(dv, {Dv, H, T, B}));
+  args.summed(state_output(g.gk, {Dk, H})).summed(state_output(g.bk, {Dk, H}));
+  args.summed(state_output(g.gv, {Dv, H})).summed(state_output(g.bv, {Dv, H}));
+  args.summed(state_output(g.log_dt, {H}));
+  args.summed(state_output(g.A_re_log, {M, H})).summed(state_output(g.A_im, {M, H}));
+  args.summed(state_output(g.B, {2, M, H})).summed(state_output(g.C, {2, M, M, H}));
+  args.output(state_output(d_state_k_in, {2, Dk, M, H, B}), restore(0));
+  args.output(state_output(d_state_v_in, {2, Dv, M, H, B}), restore(1));
+  return args.run(*kernel, B);
+}
+
 }  // namespace
+
+extern "C" fsattn_status fsattn_ida_backward(const fsattn_exec *exec, const fsattn_dims *dims,
+                                             const fsattn_ida_params *p, const float *q, const float *k,
+                                             const float *v, const float *state_k_in, const float *state_v_in,
+                                             const float *d_o, const float *d_state_k_out,
+                                             const float *d_state_v_out, float *dq, float *dk, float *dv,
+                                             const fsattn_ida_grads *dp, float *d_state_k_in,
+                                             float *d_state_v_in) {
+  return guarded("fsattn_ida_backward", [&] {
+    return ida_backward(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk,
+                        dv, dp, d_state_k_in, d_state_v_in);
+  });
+}
 
 extern "C" fsattn_status fsattn_ida_forward(const fsattn_exec *exec, const fsattn_dims *dims,
                                             const fsattn_ida_params *p, const float *q, const float *k,

@@ -15,13 +15,6 @@ fsattn_status not_built(const char *function) {
 
 extern "C" {
 
-fsattn_status fsattn_ida_backward(const fsattn_exec *, const fsattn_dims *, const fsattn_ida_params *,
-                                  const float *, const float *, const float *, const float *,
-                                  const float *, const float *, const float *, const float *, float *,
-                                  float *, float *, const fsattn_ida_grads *, float *, float *) {
-  return not_built("fsattn_ida_backward");
-}
-
 fsattn_status fsattn_ida_step(const fsattn_exec *, const fsattn_dims *, const fsattn_ida_params *,
                               const float *, const float *, const float *, float *, float *, float *) {
   return not_built("fsattn_ida_step");

@@ -86,6 +86,19 @@ void Tensor::overwrite(const float *values) {
   }
 }
 
+int64_t Tensor::elements() const {
+  int64_t n = 1;
+  for (int d = 0; d < dims_; ++d) n *= extents_[d];
+  return n;
+}
+
+Tensor Tensor::with_data(float *data) const {
+  Tensor t = *this;
+  t.data_ = data;
+  t.sink_ = false;
+  return t;
+}
+
 Tensor Tensor::slice_outer(int64_t first, int64_t count) const {
   if (sink_ || extents_[dims_ - 1] == 1) return *this;
   Tensor t = *this;
@@ -141,6 +154,13 @@ KernelArgs &KernelArgs::output(const Tensor &t, const float *restore) {
   return *this;
 }
 
+KernelArgs &KernelArgs::summed(const Tensor &t) {
+  Entry e{t, nullptr, false, true};
+  e.is_summed = true;
+  entries_.push_back(e);
+  return *this;
+}
+
 void KernelArgs::poison_outputs() {
   for (Entry &e : entries_) {
     if (e.is_output) e.tensor.overwrite(e.restore);
@@ -154,6 +174,21 @@ fsattn_status KernelArgs::run(const Kernel &k, int64_t batch) {
     if (e.is_batched && e.tensor.outer_stride() > std::numeric_limits<int32_t>::max()) fits = false;
   }
   const int64_t group = fits ? batch : 1;
+  // Batch-summed outputs of a split batch: each call writes a scratch buffer, added up here.
+  struct Sum {
+    size_t entry;
+    std::vector<float> scratch;
+    std::vector<double> total;
+  };
+  std::vector<Sum> sums;
+  if (group < batch) {
+    for (size_t a = 0; a < entries_.size(); ++a) {
+      const Entry &e = entries_[a];
+      if (!e.is_summed || e.tensor.is_sink()) continue;
+      const size_t n = size_t(e.tensor.elements());
+      sums.push_back({a, std::vector<float>(n), std::vector<double>(n, 0.0)});
+    }
+  }
   for (int64_t first = 0; first < batch; first += group) {
     std::vector<Tensor> slices;
     slices.reserve(entries_.size());
@@ -168,16 +203,28 @@ fsattn_status KernelArgs::run(const Kernel &k, int64_t batch) {
         continue;
       }
       slices.push_back(e.is_batched ? e.tensor.slice_outer(first, group) : e.tensor);
+      for (Sum &sum : sums) {
+        if (sum.entry == a) slices.back() = e.tensor.with_data(sum.scratch.data());
+      }
       args[a + 1] = slices.back().raw();
     }
     int rc = k.argv(args.data());
-    if (rc == halide_error_code_success) continue;
+    if (rc == halide_error_code_success) {
+      for (Sum &sum : sums) {
+        for (size_t i = 0; i < sum.total.size(); ++i) sum.total[i] += sum.scratch[i];
+      }
+      continue;
+    }
     std::string msg = std::string(k.name) + ": " + (ctx.message.empty() ? "Halide error" : ctx.message);
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     msg += " (Halide error code " + std::to_string(rc) + ")";
     poison_outputs();
     if (rc == halide_error_code_out_of_memory) return fail(FSATTN_ERROR_OUT_OF_MEMORY, msg);
     return fail(FSATTN_ERROR_INTERNAL, msg);
+  }
+  for (Sum &sum : sums) {
+    std::vector<float> values(sum.total.begin(), sum.total.end());
+    entries_[sum.entry].tensor.overwrite(values.data());
   }
   return FSATTN_OK;
 }

@@ -26,6 +26,10 @@ class Tensor {
 
   // Overwrites every element (a sink is left alone): with `values`, or NaN when NULL.
   void overwrite(const float *values);
+  int64_t elements() const;
+  bool is_sink() const { return sink_; }
+  // The same shape over other memory.
+  Tensor with_data(float *data) const;
 
   // Restrict the outermost dimension to [first, first + count) (a batch slice).
   Tensor slice_outer(int64_t first, int64_t count) const;
@@ -68,6 +72,10 @@ class KernelArgs {
   // or, when `restore` is given (a final state written in place over its initial state),
   // with the pristine initial values it points to.
   KernelArgs &output(const Tensor &t, const float *restore = nullptr);
+  // An output the kernel sums over the batch (a parameter's gradient). When the batch is
+  // split into several calls, each call's sum goes to a scratch buffer and the sums are
+  // added up here, in double, in batch order.
+  KernelArgs &summed(const Tensor &t);
 
   // Runs `k` over `batch` elements: in one call when every batch stride fits Halide's 32-bit
   // dimension stride, else one element per call. Halide errors become a status with Halide's
@@ -82,6 +90,7 @@ class KernelArgs {
     bool is_batched = false;
     bool is_output = false;
     const float *restore = nullptr;
+    bool is_summed = false;
   };
   void poison_outputs();
   std::vector<Entry> entries_;

@@ -1,0 +1,110 @@
+// Generator `ida_backward`: the gradients of the IDA forward pass (SPEC.md §1). Algorithm in
+// ida_backward.cpp, schedules in schedules/.
+#include "ida_backward.h"
+#include "scan_generator_params.h"
+#include "schedules/cpu.h"
+
+using namespace Halide;
+
+namespace fsattn {
+
+class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public ScanGeneratorParams {
+ public:
+  IdaBackwardGenerator() : ScanGeneratorParams(64) {}
+
+  Input<Buffer<float>> q{"q", 4};            // [B,T,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> k{"k", 4};            // [B,T,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> v{"v", 4};            // [B,T,H,Dv] as (r, h, t, b)
+  Input<Buffer<float>> gk{"gk", 2};          // [H,Dk] as (d, h)
+  Input<Buffer<float>> bk{"bk", 2};          // [H,Dk] as (d, h)
+  Input<Buffer<float>> gv{"gv", 2};          // [H,Dv] as (r, h)
+  Input<Buffer<float>> bv{"bv", 2};          // [H,Dv] as (r, h)
+  Input<Buffer<float>> log_dt{"log_dt", 1};  // [H] as (h)
+  Input<Buffer<float>> a_re_log{"a_re_log", 2};  // [H,M] as (m, h)
+  Input<Buffer<float>> a_im{"a_im", 2};          // [H,M] as (m, h)
+  Input<Buffer<float>> b_mode{"b_mode", 3};      // [H,M,2] as (ri, m, h)
+  Input<Buffer<float>> c_mix{"c_mix", 4};        // [H,M,M,2] as (ri, col, row, h)
+  Input<Buffer<float>> state_k_in{"state_k_in", 5};  // [B,H,M,Dk,2] as (ri, d, m, h, b)
+  Input<Buffer<float>> state_v_in{"state_v_in", 5};  // [B,H,M,Dv,2] as (ri, r, m, h, b)
+  Input<Buffer<float>> d_o{"d_o", 4};                // [B,T,H,Dv] as (r, h, t, b)
+  Input<Buffer<float>> d_state_k_out{"d_state_k_out", 5};  // [B,H,M,Dk,2]
+  Input<Buffer<float>> d_state_v_out{"d_state_v_out", 5};  // [B,H,M,Dv,2]
+  Input<float> eps{"eps"};
+
+  Output<Buffer<float>> dq{"dq", 4};  // [B,T,H,Dk] as (d, h, t, b)
+  Output<Buffer<float>> dk{"dk", 4};  // [B,T,H,Dk] as (d, h, t, b)
+  Output<Buffer<float>> dv{"dv", 4};  // [B,T,H,Dv] as (r, h, t, b)
+  // The parameters' gradients, summed over the batch, in the parameters' layouts.
+  Output<Buffer<float>> d_gk{"d_gk", 2};              // (d, h)
+  Output<Buffer<float>> d_bk{"d_bk", 2};              // (d, h)
+  Output<Buffer<float>> d_gv{"d_gv", 2};              // (r, h)
+  Output<Buffer<float>> d_bv{"d_bv", 2};              // (r, h)
+  Output<Buffer<float>> d_log_dt{"d_log_dt", 1};      // (h)
+  Output<Buffer<float>> d_a_re_log{"d_a_re_log", 2};  // (m, h)
+  Output<Buffer<float>> d_a_im{"d_a_im", 2};          // (m, h)
+  Output<Buffer<float>> d_b_mode{"d_b_mode", 3};      // (ri, m, h)
+  Output<Buffer<float>> d_c_mix{"d_c_mix", 4};        // (ri, col, row, h)
+  Output<Buffer<float>> d_state_k_in{"d_state_k_in", 5};  // [B,H,M,Dk,2] as (ri, d, m, h, b)
+  Output<Buffer<float>> d_state_v_in{"d_state_v_in", 5};  // [B,H,M,Dv,2] as (ri, r, m, h, b)
+
+  // The benchmark shape, for the estimates.
+  static constexpr int kB = 2, kT = 2048, kH = 4, kD = 64, kM = 64;
+
+  void generate() {
+    // NULL states and state gradients arrive as one-element zero buffers (see ida_forward).
+    IdaForwardInputs fwd{q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix,
+                         BoundaryConditions::repeat_edge(state_k_in),
+                         BoundaryConditions::repeat_edge(state_v_in),
+                         eps, q.dim(0).extent(), v.dim(0).extent(), a_im.dim(0).extent(), q.dim(2).extent()};
+    IdaBackwardInputs in{fwd, d_o, BoundaryConditions::repeat_edge(d_state_k_out),
+                         BoundaryConditions::repeat_edge(d_state_v_out)};
+    stages = ida_backward_algorithm(in, chunk);
+    dq = stages.dq;
+    dk = stages.dk;
+    dv = stages.dv;
+    const Expr batches = q.dim(3).extent();
+    d_gk = batch_sum(stages.d_gk, batches, "d_gk_sum");
+    d_bk = batch_sum(stages.d_bk, batches, "d_bk_sum");
+    d_gv = batch_sum(stages.d_gv, batches, "d_gv_sum");
+    d_bv = batch_sum(stages.d_bv, batches, "d_bv_sum");
+    d_log_dt = batch_sum(stages.d_log_dt, batches, "d_log_dt_sum");
+    d_a_re_log = batch_sum(stages.d_a_re_log, batches, "d_a_re_log_sum");
+    d_a_im = batch_sum(stages.d_a_im, batches, "d_a_im_sum");
+    d_b_mode = batch_sum(stages.d_b_mode, batches, "d_b_mode_sum");
+    d_c_mix = batch_sum(stages.d_c_mix, batches, "d_c_mix_sum");
+    d_state_k_in = stages.d_state_k_in;
+    d_state_v_in = stages.d_state_v_in;
+  }
+
+  void schedule() {
+    const int B = kB, T = kT, H = kH, D = kD, M = kM;
+    for (auto *x : {&q, &k, &v, &d_o}) x->set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
+    for (auto *p : {&gk, &bk, &gv, &bv}) p->set_estimates({{0, D}, {0, H}});
+    log_dt.set_estimates({{0, H}});
+    a_re_log.set_estimates({{0, M}, {0, H}});
+    a_im.set_estimates({{0, M}, {0, H}});
+    b_mode.set_estimates({{0, 2}, {0, M}, {0, H}});
+    c_mix.set_estimates({{0, 2}, {0, M}, {0, M}, {0, H}});
+    for (auto *x : {&state_k_in, &state_v_in, &d_state_k_out, &d_state_v_out}) {
+      x->set_estimates({{0, 2}, {0, D}, {0, M}, {0, H}, {0, B}});
+    }
+    eps.set_estimate(1e-6f);
+    for (auto *x : {&dq, &dk, &dv}) x->set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
+    for (auto *x : {&d_gk, &d_bk, &d_gv, &d_bv}) x->set_estimates({{0, D}, {0, H}});
+    d_log_dt.set_estimates({{0, H}});
+    d_a_re_log.set_estimates({{0, M}, {0, H}});
+    d_a_im.set_estimates({{0, M}, {0, H}});
+    d_b_mode.set_estimates({{0, 2}, {0, M}, {0, H}});
+    d_c_mix.set_estimates({{0, 2}, {0, M}, {0, M}, {0, H}});
+    d_state_k_in.set_estimates({{0, 2}, {0, D}, {0, M}, {0, H}, {0, B}});
+    d_state_v_in.set_estimates({{0, 2}, {0, D}, {0, M}, {0, H}, {0, B}});
+    schedule_ida_backward_cpu(stages, cpu_knobs(get_target()));
+  }
+
+ private:
+  IdaBackwardStages stages{IdaForwardStages{ChunkGrid(Expr(0), 1)}};
+};
+
+}  // namespace fsattn
+
+HALIDE_REGISTER_GENERATOR(fsattn::IdaBackwardGenerator, ida_backward)
