@@ -1,6 +1,6 @@
-// fsattn-demo: the main job. Runs each mixer forward (and BLA backward) on the CPU at a
-// small shape, checks every compiled schedule against the float64 reference, and prints a
-// table of error and time per schedule.
+// fsattn-demo: the main job. Runs each mixer forward and backward on the CPU at a small
+// shape, checks every compiled schedule against the float64 reference, and prints a table of
+// error and time per schedule.
 #include "test_util.h"
 
 #include <algorithm>
@@ -61,14 +61,40 @@ auto forward_errors(const Want &want) {
   };
 }
 
-bool demo_ida() {
-  const ref::IdaShape s{1, 2048, 4, 64, 64, 64};  // the sizes the baselines are built for
-  std::printf("IDA forward, CPU: B=%lld T=%lld H=%lld Dk=%lld Dv=%lld M=%lld, random inputs, S4D-Inv modes\n",
+const ref::IdaShape kIdaShape{1, 2048, 4, 64, 64, 64};  // the sizes the baselines are built for
+
+void print_ida_shape(const char *what) {
+  const ref::IdaShape &s = kIdaShape;
+  std::printf("IDA %s, CPU: B=%lld T=%lld H=%lld Dk=%lld Dv=%lld M=%lld, random inputs, S4D-Inv modes\n", what,
               (long long)s.B, (long long)s.T, (long long)s.H, (long long)s.Dk, (long long)s.Dv, (long long)s.M);
-  IdaCase c = make_ida_case(s, 2024, true);
+}
+
+bool demo_ida() {
+  print_ida_shape("forward");
+  IdaCase c = make_ida_case(kIdaShape, 2024, true);
   const ref::IdaOutputs want = reference_ida_forward(c);
   return demo_schedules(FSATTN_OP_IDA_FORWARD, kTol, [&](const char *v) { return run_ida_forward(c, v); },
                         forward_errors(want));
+}
+
+bool demo_ida_backward() {
+  print_ida_shape("backward (all gradients, parameters' included, given d_o and the final states' gradients)");
+  IdaCase c = make_ida_case(kIdaShape, 2024, true);
+  IdaUpstream u = make_ida_upstream(c, 2025, true);
+  const ref::IdaGrads want = reference_ida_backward(c, u);
+  auto errors = [&](const IdaGradResult &r) {
+    double err = 0;
+    for (auto [got, ref] : {std::pair(&r.q, &want.q), std::pair(&r.k, &want.k), std::pair(&r.v, &want.v),
+                            std::pair(&r.gk, &want.gk), std::pair(&r.bk, &want.bk), std::pair(&r.gv, &want.gv),
+                            std::pair(&r.bv, &want.bv), std::pair(&r.log_dt, &want.log_dt),
+                            std::pair(&r.A_re_log, &want.A_re_log), std::pair(&r.A_im, &want.A_im),
+                            std::pair(&r.B, &want.B), std::pair(&r.C, &want.C)}) {
+      err = std::max(err, rel_error(*got, *ref));
+    }
+    return std::pair(err, std::max(rel_error(r.state_k, want.state_k), rel_error(r.state_v, want.state_v)));
+  };
+  return demo_schedules(FSATTN_OP_IDA_BACKWARD, kGradTol, [&](const char *v) { return run_ida_backward(c, u, v); },
+                        errors);
 }
 
 const ref::BlaShape kBlaShape{1, 2048, 4, 64, 64, 31, 256.0, 64};  // the sizes the baselines are built for
@@ -109,6 +135,8 @@ int main() {
   std::printf("fsattn %s demo (errors: relative Frobenius vs the float64 reference; tolerance %.0e forward, "
               "%.0e gradients)\n\n", fsattn_version(), kTol, kGradTol);
   bool ok = demo_ida();
+  std::printf("\n");
+  ok &= demo_ida_backward();
   std::printf("\n");
   ok &= demo_bla();
   std::printf("\n");

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 namespace {
@@ -143,30 +144,70 @@ Dims fuzz_dims(FuzzedDataProvider &in) {
   return x;
 }
 
-void fuzz_ida_forward(FuzzedDataProvider &in) {
-  fsattn_exec exec = fuzz_exec(in, FSATTN_OP_IDA_FORWARD);
-  Dims dm = fuzz_dims(in);
-  const fsattn_dims &d = dm.d;
-  const int64_t M = fuzz_size(in, FSATTN_MAX_FEATURE);
-  bool valid = dm.valid && in_range(M, 1, FSATTN_MAX_FEATURE);
-  const int64_t nq = count({d.batch, d.seqlen, d.heads, d.dk}), nv = count({d.batch, d.seqlen, d.heads, d.dv});
-  const int64_t nsk = count({d.batch, d.heads, M, d.dk, 2}), nsv = count({d.batch, d.heads, M, d.dv, 2});
+// The arguments fsattn_ida_forward and fsattn_ida_backward share, and the buffers they read.
+struct IdaCall {
+  fsattn_exec exec;
+  Dims dm;
+  int64_t M;
+  bool valid;
+  int64_t n, nq, nv, nsk, nsv;  // n: 1, or -1 for a call that must be refused (one-element buffers)
+  Buffer q, k, v, gk, bk, gv, bv, log_dt, are, aim, Bm, C, sk, sv;
+  fsattn_ida_params p;
+  bool null_p;
+};
+// NULL when the call is valid but too large to allocate here.
+std::unique_ptr<IdaCall> fuzz_ida_call(FuzzedDataProvider &in, fsattn_op op) {
+  auto c = std::make_unique<IdaCall>();
+  c->exec = fuzz_exec(in, op);
+  c->dm = fuzz_dims(in);
+  const fsattn_dims &d = c->dm.d;
+  const int64_t M = c->M = fuzz_size(in, FSATTN_MAX_FEATURE);
+  c->valid = c->dm.valid && in_range(M, 1, FSATTN_MAX_FEATURE);
+  c->nq = count({d.batch, d.seqlen, d.heads, d.dk}), c->nv = count({d.batch, d.seqlen, d.heads, d.dv});
+  c->nsk = count({d.batch, d.heads, M, d.dk, 2}), c->nsv = count({d.batch, d.heads, M, d.dv, 2});
   const int64_t nhk = count({d.heads, d.dk}), nhv = count({d.heads, d.dv}), nhm = count({d.heads, M});
   const int64_t nB = count({d.heads, M, 2}), nC = count({d.heads, M, M, 2});
-  const bool small = nq > 0 && nv > 0 && nsk > 0 && nsv > 0 && nhk > 0 && nhv > 0 && nhm > 0 && nB > 0 && nC > 0;
-  if (valid && !small) return;  // valid but too large to allocate here
-  const int64_t n = valid ? 1 : -1;  // refused calls get one-element buffers
-  Buffer q = input(in, n * nq), k = input(in, n * nq), v = input(in, n * nv);
-  Buffer gk = input(in, n * nhk), bk = input(in, n * nhk), gv = input(in, n * nhv), bv = input(in, n * nhv);
-  Buffer log_dt = input(in, n * d.heads), are = input(in, n * nhm), aim = input(in, n * nhm);
-  Buffer Bm = input(in, n * nB), C = input(in, n * nC), sk = input(in, n * nsk), sv = input(in, n * nsv);
-  Buffer o = output(in, n * nv), sko = output(in, n * nsk), svo = output(in, n * nsv);
-  fsattn_ida_params p{M, fuzz_float(in), gk.ptr(), bk.ptr(), gv.ptr(), bv.ptr(), log_dt.ptr(), are.ptr(), aim.ptr(),
-                      Bm.ptr(), C.ptr()};
-  const bool null_p = in.ConsumeIntegralInRange<int>(0, 31) == 0;
-  fsattn_status st = fsattn_ida_forward(&exec, &d, null_p ? nullptr : &p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(),
-                                        o.ptr(), sko.ptr(), svo.ptr());
-  check_call(st, !valid, {&o, &sko, &svo});
+  const bool small = c->nq > 0 && c->nv > 0 && c->nsk > 0 && c->nsv > 0 && nhk > 0 && nhv > 0 && nhm > 0 &&
+                     nB > 0 && nC > 0;
+  if (c->valid && !small) return nullptr;
+  const int64_t n = c->n = c->valid ? 1 : -1;
+  c->q = input(in, n * c->nq), c->k = input(in, n * c->nq), c->v = input(in, n * c->nv);
+  c->gk = input(in, n * nhk), c->bk = input(in, n * nhk), c->gv = input(in, n * nhv), c->bv = input(in, n * nhv);
+  c->log_dt = input(in, n * d.heads), c->are = input(in, n * nhm), c->aim = input(in, n * nhm);
+  c->Bm = input(in, n * nB), c->C = input(in, n * nC), c->sk = input(in, n * c->nsk), c->sv = input(in, n * c->nsv);
+  c->p = {M, fuzz_float(in), c->gk.ptr(), c->bk.ptr(), c->gv.ptr(), c->bv.ptr(), c->log_dt.ptr(), c->are.ptr(),
+          c->aim.ptr(), c->Bm.ptr(), c->C.ptr()};
+  c->null_p = in.ConsumeIntegralInRange<int>(0, 31) == 0;
+  return c;
+}
+
+void fuzz_ida_forward(FuzzedDataProvider &in) {
+  std::unique_ptr<IdaCall> c = fuzz_ida_call(in, FSATTN_OP_IDA_FORWARD);
+  if (c == nullptr) return;
+  Buffer o = output(in, c->n * c->nv), sko = output(in, c->n * c->nsk), svo = output(in, c->n * c->nsv);
+  fsattn_status st = fsattn_ida_forward(&c->exec, &c->dm.d, c->null_p ? nullptr : &c->p, c->q.ptr(), c->k.ptr(),
+                                        c->v.ptr(), c->sk.ptr(), c->sv.ptr(), o.ptr(), sko.ptr(), svo.ptr());
+  check_call(st, !c->valid, {&o, &sko, &svo});
+}
+
+void fuzz_ida_backward(FuzzedDataProvider &in) {
+  std::unique_ptr<IdaCall> c = fuzz_ida_call(in, FSATTN_OP_IDA_BACKWARD);
+  if (c == nullptr) return;
+  const fsattn_dims &d = c->dm.d;
+  const int64_t n = c->n, M = c->M;
+  Buffer d_o = input(in, n * c->nv), dsko = input(in, n * c->nsk), dsvo = input(in, n * c->nsv);
+  Buffer dq = output(in, n * c->nq), dk = output(in, n * c->nq), dv = output(in, n * c->nv);
+  Buffer dgk = output(in, n * d.heads * d.dk), dbk = output(in, n * d.heads * d.dk);
+  Buffer dgv = output(in, n * d.heads * d.dv), dbv = output(in, n * d.heads * d.dv);
+  Buffer dldt = output(in, n * d.heads), dare = output(in, n * d.heads * M), daim = output(in, n * d.heads * M);
+  Buffer dB = output(in, n * d.heads * M * 2), dC = output(in, n * d.heads * M * M * 2);
+  Buffer dski = output(in, n * c->nsk), dsvi = output(in, n * c->nsv);
+  fsattn_ida_grads dp{dgk.ptr(), dbk.ptr(), dgv.ptr(), dbv.ptr(), dldt.ptr(), dare.ptr(), daim.ptr(), dB.ptr(), dC.ptr()};
+  const bool null_dp = in.ConsumeIntegralInRange<int>(0, 15) == 0;
+  fsattn_status st = fsattn_ida_backward(&c->exec, &d, c->null_p ? nullptr : &c->p, c->q.ptr(), c->k.ptr(),
+                                         c->v.ptr(), c->sk.ptr(), c->sv.ptr(), d_o.ptr(), dsko.ptr(), dsvo.ptr(),
+                                         dq.ptr(), dk.ptr(), dv.ptr(), null_dp ? nullptr : &dp, dski.ptr(), dsvi.ptr());
+  check_call(st, !c->valid, {&dq, &dk, &dv, &dgk, &dbk, &dgv, &dbv, &dldt, &dare, &daim, &dB, &dC, &dski, &dsvi});
 }
 
 // The arguments fsattn_bla_forward and fsattn_bla_backward share, and the sizes they imply.
@@ -252,10 +293,9 @@ void fuzz_others(FuzzedDataProvider &in) {
   float sink[4] = {kSentinel, kSentinel, kSentinel, kSentinel};
   fsattn_status st = FSATTN_OK;
   switch (in.ConsumeIntegralInRange<int>(0, 6)) {
-    case 0: st = fsattn_ida_backward(&exec, &dm.d, nullptr, sink, sink, sink, nullptr, nullptr, sink, nullptr, nullptr,
-                                     sink, sink, sink, nullptr, nullptr, nullptr); break;
+    case 0:
     case 1: st = fsattn_ida_step(&exec, &dm.d, nullptr, sink, sink, sink, sink, sink, sink); break;
-    case 2: st = fsattn_ida_step(&exec, &dm.d, nullptr, sink, sink, sink, sink, sink, sink); break;
+    case 2:
     case 3: st = fsattn_bla_step(&exec, &dm.d, nullptr, sink, sink, sink, sink, sink, sink); break;
     case 4: {
       const fsattn_op op = fsattn_op(in.ConsumeIntegralInRange<int>(FSATTN_OP_IDA_FORWARD, FSATTN_OP_BLA_INTERPOLATE));
@@ -278,11 +318,12 @@ void fuzz_others(FuzzedDataProvider &in) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FuzzedDataProvider in(data, size);
-  switch (in.ConsumeIntegralInRange<int>(0, 4)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 5)) {
     case 0: fuzz_ida_forward(in); break;
     case 1: fuzz_bla_forward(in); break;
     case 2: fuzz_bla_interpolate(in); break;
     case 3: fuzz_bla_backward(in); break;
+    case 4: fuzz_ida_backward(in); break;
     default: fuzz_others(in); break;
   }
   return 0;

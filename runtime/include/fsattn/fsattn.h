@@ -67,7 +67,9 @@ typedef struct {
   const float *C;                      /* [H,M,M,2] */
 } fsattn_ida_params;
 
-typedef struct {                       /* gradients, same shapes as the parameters */
+typedef struct {                       /* gradients, same shapes as the parameters, summed
+                                          over the batch and the tokens; a NULL member (or a
+                                          NULL fsattn_ida_grads pointer) is not written */
   float *gk, *bk, *gv, *bv, *log_dt, *A_re_log, *A_im, *B, *C;
 } fsattn_ida_grads;
 
@@ -91,6 +93,16 @@ fsattn_status fsattn_ida_forward(const fsattn_exec *exec, const fsattn_dims *dim
     const float *state_k_in, const float *state_v_in,
     float *o, float *state_k_out, float *state_v_out);
 
+/* Backward passes. Given d_o (and, optionally, the gradients of the final states), they
+   return the gradients of L = <d_o, o> + <d_state_k_out, state_k_out> + <d_state_v_out,
+   state_v_out> with respect to q, k, v, the parameters (BLA: log_gamma, summed over the batch)
+   and the initial states (NULL: not written). A complex value's gradient is (∂L/∂re,
+   ∂L/∂im). They recompute the forward chunk by chunk and keep only chunk-boundary states
+   (4 scans × B·H·(T/L + 1)·(S or 2M)·D floats, L the variant's chunk length) and per-token
+   intermediates of O(B·T·H·(S or M)) floats, never per-token states. Results are bitwise
+   reproducible: every reduction runs in a fixed order. An initial-state gradient may be
+   written over its final-state gradient (in place); other gradients must not overlap the
+   inputs. */
 fsattn_status fsattn_ida_backward(const fsattn_exec *exec, const fsattn_dims *dims,
     const fsattn_ida_params *p, const float *q, const float *k, const float *v,
     const float *state_k_in, const float *state_v_in,
