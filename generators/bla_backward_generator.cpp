@@ -34,19 +34,32 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
   Output<Buffer<float>> d_state_k_in{"d_state_k_in", 4};  // [B,H,S,Dk] as (d, m, h, b)
   Output<Buffer<float>> d_state_v_in{"d_state_v_in", 4};  // [B,H,S,Dv] as (r, m, h, b)
 
-  // The benchmark shape, for the estimates.
+  // The benchmark shape: estimates for the autoschedulers, fixed sizes for the baselines.
   static constexpr int kB = 2, kT = 2048, kH = 4, kD = 64, kS = 64, kM = 31;
 
   void generate() {
+    Expr num_slots = slots;
+    if (baseline) {
+      for (Input<Buffer<float>> *x : {&q, &k, &v, &d_o}) x->dim(0).set_bounds(0, kD).dim(1).set_bounds(0, kH);
+      log_gamma.dim(0).set_bounds(0, kH);
+      num_slots = kS;
+    }
     // NULL states and state gradients arrive as one-element zero buffers (see bla_forward).
     BlaForwardInputs fwd{q, k, v, log_gamma,
                          BoundaryConditions::repeat_edge(state_k_in),
                          BoundaryConditions::repeat_edge(state_v_in),
-                         phase, period, modes, slots, scale,
+                         phase, period, modes, num_slots, scale,
                          q.dim(0).extent(), v.dim(0).extent(), q.dim(2).extent()};
     BlaBackwardInputs in{fwd, d_o, BoundaryConditions::repeat_edge(d_state_k_out),
                          BoundaryConditions::repeat_edge(d_state_v_out)};
-    stages = bla_backward_algorithm(in, chunk);
+    stages = bla_backward_algorithm(in, chunk, baseline);
+    if (baseline) {
+      const Vars &x = vars();
+      Func checked("dq_checked");
+      checked(x.r, x.h, x.t, x.b) = require(slots == kS, stages.dq(x.r, x.h, x.t, x.b),
+                                            "this baseline kernel was compiled for slots =", kS);
+      stages.dq = checked;
+    }
     dq = stages.dq;
     dk = stages.dk;
     dv = stages.dv;
@@ -71,6 +84,10 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
     d_log_gamma.set_estimates({{0, H}});
     d_state_k_in.set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
     d_state_v_in.set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
+    if (auto_schedule) {
+      narrow_autoscheduler_beam();
+      return;
+    }
     schedule_bla_backward_cpu(stages, cpu_knobs(get_target()));
   }
 

@@ -47,10 +47,20 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
   Output<Buffer<float>> d_state_k_in{"d_state_k_in", 5};  // [B,H,M,Dk,2] as (ri, d, m, h, b)
   Output<Buffer<float>> d_state_v_in{"d_state_v_in", 5};  // [B,H,M,Dv,2] as (ri, r, m, h, b)
 
-  // The benchmark shape, for the estimates.
+  // The benchmark shape: estimates for the autoschedulers, fixed sizes for the baselines.
   static constexpr int kB = 2, kT = 2048, kH = 4, kD = 64, kM = 64;
 
   void generate() {
+    if (baseline) {
+      for (Input<Buffer<float>> *x : {&q, &k, &v, &d_o, &gk, &bk, &gv, &bv}) {
+        x->dim(0).set_bounds(0, kD);
+        x->dim(1).set_bounds(0, kH);
+      }
+      log_dt.dim(0).set_bounds(0, kH);
+      for (Input<Buffer<float>> *x : {&a_re_log, &a_im}) x->dim(0).set_bounds(0, kM).dim(1).set_bounds(0, kH);
+      b_mode.dim(1).set_bounds(0, kM).dim(2).set_bounds(0, kH);
+      c_mix.dim(1).set_bounds(0, kM).dim(2).set_bounds(0, kM).dim(3).set_bounds(0, kH);
+    }
     // NULL states and state gradients arrive as one-element zero buffers (see ida_forward).
     IdaForwardInputs fwd{q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix,
                          BoundaryConditions::repeat_edge(state_k_in),
@@ -58,7 +68,7 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
                          eps, q.dim(0).extent(), v.dim(0).extent(), a_im.dim(0).extent(), q.dim(2).extent()};
     IdaBackwardInputs in{fwd, d_o, BoundaryConditions::repeat_edge(d_state_k_out),
                          BoundaryConditions::repeat_edge(d_state_v_out)};
-    stages = ida_backward_algorithm(in, chunk);
+    stages = ida_backward_algorithm(in, chunk, baseline);
     dq = stages.dq;
     dk = stages.dk;
     dv = stages.dv;
@@ -98,6 +108,10 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
     d_c_mix.set_estimates({{0, 2}, {0, M}, {0, M}, {0, H}});
     d_state_k_in.set_estimates({{0, 2}, {0, D}, {0, M}, {0, H}, {0, B}});
     d_state_v_in.set_estimates({{0, 2}, {0, D}, {0, M}, {0, H}, {0, B}});
+    if (auto_schedule) {
+      narrow_autoscheduler_beam();
+      return;
+    }
     schedule_ida_backward_cpu(stages, cpu_knobs(get_target()));
   }
 

@@ -47,6 +47,18 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::ValuesIn(cpu_variants(FSATTN_OP_BLA_BACKWARD, Schedules::kHand)), ::testing::Bool()),
     ShapeVariantStateName());
 
+// The autoscheduled baselines compute the gradients the default schedule computes, at the
+// benchmark shape they are built for.
+TEST(BlaBackwardBaselines, MatchDefaultSchedule) {
+  BlaCase c = make_bla_case({2, 2048, 4, 64, 64, 31, 256.0, 64}, 77, 17, 0.95, true);  // the benchmark shape
+  BlaUpstream u = make_bla_upstream(c, 18, true);
+  const BlaGradResult want = run_bla_backward(c, u);
+  ASSERT_EQ(want.status, FSATTN_OK) << fsattn_last_error();
+  for (const std::string &v : cpu_variants(FSATTN_OP_BLA_BACKWARD, Schedules::kBaselines)) {
+    expect_grads_match(run_bla_backward(c, u, v.c_str()), want, kGradTol, v);
+  }
+}
+
 // Initial states given but no final-state gradients, and the reverse; strong decay (γ down
 // to 0.3) and a larger scale, where the softmax is peaked.
 TEST(BlaBackwardProperties, MixedStateArguments) {

@@ -44,6 +44,18 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::ValuesIn(cpu_variants(FSATTN_OP_IDA_BACKWARD, Schedules::kHand)), ::testing::Bool()),
     ShapeVariantStateName());
 
+// The autoscheduled baselines compute the gradients the default schedule computes, at the
+// benchmark shape they are built for.
+TEST(IdaBackwardBaselines, MatchDefaultSchedule) {
+  IdaCase c = make_ida_case({2, 2048, 4, 64, 64, 64}, 19, true);  // the benchmark shape
+  IdaUpstream u = make_ida_upstream(c, 20, true);
+  const IdaGradResult want = run_ida_backward(c, u);
+  ASSERT_EQ(want.status, FSATTN_OK) << fsattn_last_error();
+  for (const std::string &v : cpu_variants(FSATTN_OP_IDA_BACKWARD, Schedules::kBaselines)) {
+    expect_ida_grads_match(run_ida_backward(c, u, v.c_str()), want, kGradTol, v);
+  }
+}
+
 // Initial states given but no final-state gradients, and the reverse.
 TEST(IdaBackwardProperties, MixedStateArguments) {
   for (bool states : {true, false}) {

@@ -151,6 +151,7 @@ struct IdaCall {
   int64_t M;
   bool valid;
   int64_t n, nq, nv, nsk, nsv;  // n: 1, or -1 for a call that must be refused (one-element buffers)
+  int64_t nhk, nhv, nhm, nB, nC;  // parameter sizes (-1 past the harness's limit)
   Buffer q, k, v, gk, bk, gv, bv, log_dt, are, aim, Bm, C, sk, sv;
   fsattn_ida_params p;
   bool null_p;
@@ -165,8 +166,9 @@ std::unique_ptr<IdaCall> fuzz_ida_call(FuzzedDataProvider &in, fsattn_op op) {
   c->valid = c->dm.valid && in_range(M, 1, FSATTN_MAX_FEATURE);
   c->nq = count({d.batch, d.seqlen, d.heads, d.dk}), c->nv = count({d.batch, d.seqlen, d.heads, d.dv});
   c->nsk = count({d.batch, d.heads, M, d.dk, 2}), c->nsv = count({d.batch, d.heads, M, d.dv, 2});
-  const int64_t nhk = count({d.heads, d.dk}), nhv = count({d.heads, d.dv}), nhm = count({d.heads, M});
-  const int64_t nB = count({d.heads, M, 2}), nC = count({d.heads, M, M, 2});
+  const int64_t nhk = c->nhk = count({d.heads, d.dk}), nhv = c->nhv = count({d.heads, d.dv});
+  const int64_t nhm = c->nhm = count({d.heads, M});
+  const int64_t nB = c->nB = count({d.heads, M, 2}), nC = c->nC = count({d.heads, M, M, 2});
   const bool small = c->nq > 0 && c->nv > 0 && c->nsk > 0 && c->nsv > 0 && nhk > 0 && nhv > 0 && nhm > 0 &&
                      nB > 0 && nC > 0;
   if (c->valid && !small) return nullptr;
@@ -194,13 +196,13 @@ void fuzz_ida_backward(FuzzedDataProvider &in) {
   std::unique_ptr<IdaCall> c = fuzz_ida_call(in, FSATTN_OP_IDA_BACKWARD);
   if (c == nullptr) return;
   const fsattn_dims &d = c->dm.d;
-  const int64_t n = c->n, M = c->M;
+  const int64_t n = c->n;
   Buffer d_o = input(in, n * c->nv), dsko = input(in, n * c->nsk), dsvo = input(in, n * c->nsv);
   Buffer dq = output(in, n * c->nq), dk = output(in, n * c->nq), dv = output(in, n * c->nv);
-  Buffer dgk = output(in, n * d.heads * d.dk), dbk = output(in, n * d.heads * d.dk);
-  Buffer dgv = output(in, n * d.heads * d.dv), dbv = output(in, n * d.heads * d.dv);
-  Buffer dldt = output(in, n * d.heads), dare = output(in, n * d.heads * M), daim = output(in, n * d.heads * M);
-  Buffer dB = output(in, n * d.heads * M * 2), dC = output(in, n * d.heads * M * M * 2);
+  Buffer dgk = output(in, n * c->nhk), dbk = output(in, n * c->nhk);
+  Buffer dgv = output(in, n * c->nhv), dbv = output(in, n * c->nhv);
+  Buffer dldt = output(in, n * d.heads), dare = output(in, n * c->nhm), daim = output(in, n * c->nhm);
+  Buffer dB = output(in, n * c->nB), dC = output(in, n * c->nC);
   Buffer dski = output(in, n * c->nsk), dsvi = output(in, n * c->nsv);
   fsattn_ida_grads dp{dgk.ptr(), dbk.ptr(), dgv.ptr(), dbv.ptr(), dldt.ptr(), dare.ptr(), daim.ptr(), dB.ptr(), dC.ptr()};
   const bool null_dp = in.ConsumeIntegralInRange<int>(0, 15) == 0;
