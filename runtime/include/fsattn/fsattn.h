@@ -150,13 +150,17 @@ const char *fsattn_last_error(void);   /* this thread's message for its last fai
 const char *fsattn_version(void);
 
 /* CPU kernels allocate their intermediates per call (IDA forward at B=2, T=2048, H=4,
-   Dk=Dv=M=64: about 90 MB). Freed blocks are kept for reuse by later calls, up to 4 GiB in
-   all; this returns them to the system. Safe to call at any time, from any thread. */
+   Dk=Dv=M=64: about 90 MB). Freed blocks of 64 KiB and more are kept for reuse by later
+   calls, up to 4 GiB in all; smaller ones by the thread that freed them, up to 4 MiB per
+   thread, returned to the system when the thread exits. This returns the shared blocks and
+   the calling thread's small ones. Safe to call at any time, from any thread. */
 void fsattn_release_workspace(void);
 
 /* Caps the bytes the CPU workspace may hold (in use plus cached), for all threads together;
    0 (the default) means no cap. A call that would need more fails with
-   FSATTN_ERROR_OUT_OF_MEMORY, as when the system runs out.
+   FSATTN_ERROR_OUT_OF_MEMORY, as when the system runs out. While a cap is set, small blocks
+   are counted and not kept; those other threads kept before (at most 4 MiB each) stay
+   outside the cap.
 
    After a failure past validation (FSATTN_ERROR_OUT_OF_MEMORY, FSATTN_ERROR_INTERNAL) every
    output of the call is filled with NaN, never left half-written; a final state that was
