@@ -381,6 +381,47 @@ void schedule_ida_backward_cpu(IdaBackwardStages &s, const CpuKnobs &k) {
   for (Func out : {s.d_state_k_in, s.d_state_v_in}) out.compute_root().fuse(x.h, x.b, bh).parallel(bh);
 }
 
+// Decoding steps: parallel over batch × head, vectorized over channels. A new state element
+// is computed, both parts of a complex one, before it is stored, so the update may be in place.
+void schedule_ida_step_cpu(IdaStepStages &s, const CpuKnobs &k) {
+  const Vars &x = vars();
+  Var bh("bh"), ro("ro"), rv("rv");
+  s.modes.decay_pow.func().compute_root();
+  for (Func f : {s.feat.fq, s.feat.kt, s.feat.vt}) f.compute_root().parallel(x.b).vectorize(x.r, k.vector, kTail);
+  for (auto [next, out] : {std::pair(&s.key_new, &s.state_k_out), std::pair(&s.value_new, &s.state_v_out)}) {
+    out->compute_root().bound(x.ri, 0, 2).split(x.r, ro, rv, k.vector, kTail).reorder(rv, x.ri, ro, x.m, x.h, x.b)
+        .unroll(x.ri).vectorize(rv).fuse(x.h, x.b, bh).parallel(bh);
+    next->func().in(*out).compute_at(*out, ro).vectorize(x.r, k.vector, kTail);
+  }
+  for (CxFunc *f : {&s.p, &s.cp, &s.w}) {
+    f->func().compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
+    f->func().update().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
+  }
+  s.o.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  s.o.update().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+}
+
+void schedule_bla_step_cpu(BlaStepStages &s, const CpuKnobs &k) {
+  const Vars &x = vars();
+  Var bh("bh");
+  s.writes.gamma_pow.compute_root();
+  s.writes.slot_rotor.compute_root();
+  s.writes.token_rotor.compute_root();
+  s.writes.phi.compute_root();
+  for (Func out : {s.state_k_out, s.state_v_out}) {
+    out.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  }
+  for (Func f : {s.z, s.ez}) f.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
+  s.z.update().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
+  for (Func f : {s.zmax, s.den}) {
+    f.compute_root().parallel(x.b);
+    f.update().parallel(x.b);
+  }
+  s.o_sum.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  s.o_sum.update().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  s.o.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+}
+
 void schedule_bla_interpolate_cpu(DirichletInterpolation &d, const CpuKnobs &k) {
   const Vars &x = vars();
   Var bh("bh");

@@ -6,6 +6,7 @@
 #include "generators/bla_forward.h"
 #include "generators/dirichlet.h"
 #include "generators/ida_backward.h"
+#include "generators/step.h"
 #include "generators/ida_forward.h"
 #include "knobs.h"
 
@@ -15,6 +16,8 @@ void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k);
 void schedule_ida_backward_cpu(IdaBackwardStages &s, const CpuKnobs &k);
 void schedule_bla_forward_cpu(BlaForwardStages &s, const CpuKnobs &k);
 void schedule_bla_backward_cpu(BlaBackwardStages &s, const CpuKnobs &k);
+void schedule_ida_step_cpu(IdaStepStages &s, const CpuKnobs &k);
+void schedule_bla_step_cpu(BlaStepStages &s, const CpuKnobs &k);
 void schedule_bla_interpolate_cpu(DirichletInterpolation &d, const CpuKnobs &k);
 
 }  // namespace fsattn

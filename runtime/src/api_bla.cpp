@@ -140,6 +140,32 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   return args.run(*kernel, B);
 }
 
+fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
+                       const float *q, const float *k, const float *v, float *state_k, float *state_v, float *o) {
+  Validator val("fsattn_bla_step");
+  check_bla_call(val, exec, dims, p, q, k, v);
+  check_one_token(val, dims);
+  val.pointer("state_k", state_k).pointer("state_v", state_v).pointer("o", o);
+  if (!val.ok()) return val.status();
+
+  fsattn_status status = FSATTN_OK;
+  const Kernel *kernel = find_kernel("fsattn_bla_step", FSATTN_OP_BLA_STEP, exec->device, exec->variant, &status);
+  if (kernel == nullptr) return status;
+
+  const int64_t B = dims->batch, H = dims->heads, Dk = dims->dk, Dv = dims->dv, S = p->slots;
+  const BlaScalars scalars(dims, p);
+  // The kernel reads the old states for o, then writes the new ones in place (step.h).
+  const Tensor sk(state_k, {Dk, S, H, B}), sv(state_v, {Dv, S, H, B});
+  KernelArgs args;
+  args.batched(Tensor(q, {Dk, H, 1, B})).batched(Tensor(k, {Dk, H, 1, B})).batched(Tensor(v, {Dv, H, 1, B}));
+  args.shared(Tensor(p->log_gamma, {H}));
+  args.batched(sk).batched(sv);
+  scalars.add_to(args);
+  args.output(Tensor(o, {Dv, H, 1, B}));
+  args.in_place(sk).in_place(sv);
+  return args.run(*kernel, B);
+}
+
 fsattn_status bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads, int64_t dim,
                               int64_t modes, double period, int64_t slots, int64_t position,
                               const double *lags, int64_t num_lags, const float *state, float *out) {
@@ -196,6 +222,12 @@ extern "C" fsattn_status fsattn_bla_backward(const fsattn_exec *exec, const fsat
     return bla_backward(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk,
                         dv, d_log_gamma, d_state_k_in, d_state_v_in);
   });
+}
+
+extern "C" fsattn_status fsattn_bla_step(const fsattn_exec *exec, const fsattn_dims *dims,
+                                         const fsattn_bla_params *p, const float *q, const float *k,
+                                         const float *v, float *state_k, float *state_v, float *o) {
+  return guarded("fsattn_bla_step", [&] { return bla_step(exec, dims, p, q, k, v, state_k, state_v, o); });
 }
 
 extern "C" fsattn_status fsattn_bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads,

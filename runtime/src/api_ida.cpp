@@ -126,7 +126,38 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   return args.run(*kernel, B);
 }
 
+fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
+                       const float *q, const float *k, const float *v, float *state_k, float *state_v, float *o) {
+  Validator val("fsattn_ida_step");
+  float eps = check_ida_call(val, exec, dims, p, q, k, v);
+  check_one_token(val, dims);
+  val.pointer("state_k", state_k).pointer("state_v", state_v).pointer("o", o);
+  if (!val.ok()) return val.status();
+
+  fsattn_status status = FSATTN_OK;
+  const Kernel *kernel = find_kernel("fsattn_ida_step", FSATTN_OP_IDA_STEP, exec->device, exec->variant, &status);
+  if (kernel == nullptr) return status;
+
+  const int64_t B = dims->batch, H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;
+  // The kernel reads the old states for o, then writes the new ones in place (step.h).
+  const Tensor sk(state_k, {2, Dk, M, H, B}), sv(state_v, {2, Dv, M, H, B});
+  KernelArgs args;
+  args.batched(Tensor(q, {Dk, H, 1, B})).batched(Tensor(k, {Dk, H, 1, B})).batched(Tensor(v, {Dv, H, 1, B}));
+  add_ida_params(args, dims, p);
+  args.batched(sk).batched(sv);
+  args.scalar(&eps);
+  args.output(Tensor(o, {Dv, H, 1, B}));
+  args.in_place(sk).in_place(sv);
+  return args.run(*kernel, B);
+}
+
 }  // namespace
+
+extern "C" fsattn_status fsattn_ida_step(const fsattn_exec *exec, const fsattn_dims *dims,
+                                         const fsattn_ida_params *p, const float *q, const float *k,
+                                         const float *v, float *state_k, float *state_v, float *o) {
+  return guarded("fsattn_ida_step", [&] { return ida_step(exec, dims, p, q, k, v, state_k, state_v, o); });
+}
 
 extern "C" fsattn_status fsattn_ida_backward(const fsattn_exec *exec, const fsattn_dims *dims,
                                              const fsattn_ida_params *p, const float *q, const float *k,

@@ -154,6 +154,11 @@ KernelArgs &KernelArgs::output(const Tensor &t, const float *restore) {
   return *this;
 }
 
+KernelArgs &KernelArgs::in_place(const Tensor &t) {
+  entries_.push_back({t, nullptr, true, false});
+  return *this;
+}
+
 KernelArgs &KernelArgs::summed(const Tensor &t) {
   Entry e{t, nullptr, false, true};
   e.is_summed = true;

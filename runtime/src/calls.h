@@ -76,6 +76,9 @@ class KernelArgs {
   // split into several calls, each call's sum goes to a scratch buffer and the sums are
   // added up here, in double, in batch order.
   KernelArgs &summed(const Tensor &t);
+  // An output over the memory of an input (a state a step updates in place): the kernel
+  // reads each element before it writes it. Left as it is if the kernel fails.
+  KernelArgs &in_place(const Tensor &t);
 
   // Runs `k` over `batch` elements: in one call when every batch stride fits Halide's 32-bit
   // dimension stride, else one element per call. Halide errors become a status with Halide's

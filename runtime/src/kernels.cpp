@@ -19,6 +19,8 @@ namespace {
 [[maybe_unused]] constexpr fsattn_op op_bla_forward = FSATTN_OP_BLA_FORWARD;
 [[maybe_unused]] constexpr fsattn_op op_bla_backward = FSATTN_OP_BLA_BACKWARD;
 [[maybe_unused]] constexpr fsattn_op op_bla_interpolate = FSATTN_OP_BLA_INTERPOLATE;
+[[maybe_unused]] constexpr fsattn_op op_ida_step = FSATTN_OP_IDA_STEP;
+[[maybe_unused]] constexpr fsattn_op op_bla_step = FSATTN_OP_BLA_STEP;
 [[maybe_unused]] constexpr fsattn_device device_cpu = FSATTN_DEVICE_CPU;
 [[maybe_unused]] constexpr fsattn_device device_cuda = FSATTN_DEVICE_CUDA;
 
@@ -37,6 +39,8 @@ const char *op_name(fsattn_op op) {
     case FSATTN_OP_BLA_FORWARD: return "bla_forward";
     case FSATTN_OP_BLA_BACKWARD: return "bla_backward";
     case FSATTN_OP_BLA_INTERPOLATE: return "bla_interpolate";
+    case FSATTN_OP_IDA_STEP: return "ida_step";
+    case FSATTN_OP_BLA_STEP: return "bla_step";
   }
   return "unknown op";
 }

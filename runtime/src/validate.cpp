@@ -78,4 +78,11 @@ Validator &Validator::dims(const fsattn_dims *d) {
   return *this;
 }
 
+void check_one_token(Validator &val, const fsattn_dims *dims) {
+  if (val.ok() && dims->seqlen != 1) {
+    val.fail(FSATTN_ERROR_INVALID_ARGUMENT,
+             "dims->seqlen = " + std::to_string(dims->seqlen) + ": a step takes one token per sequence (1)");
+  }
+}
+
 }  // namespace fsattn

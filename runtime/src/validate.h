@@ -46,4 +46,7 @@ class Validator {
   fsattn_status status_ = FSATTN_OK;
 };
 
+// A decoding step's dims: one token per sequence.
+void check_one_token(Validator &val, const fsattn_dims *dims);
+
 }  // namespace fsattn

@@ -92,6 +92,9 @@ Buffer output(FuzzedDataProvider &in, int64_t n) {
   b.data.assign(n > 0 ? size_t(n) : 1, kSentinel);
   return b;
 }
+bool bits_equal(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
 bool untouched(const Buffer &b) {
   for (float e : b.data)
     if (std::memcmp(&e, &kSentinel, sizeof e) != 0) return false;
@@ -212,6 +215,19 @@ void fuzz_ida_backward(FuzzedDataProvider &in) {
   check_call(st, !c->valid, {&dq, &dk, &dv, &dgk, &dbk, &dgv, &dbv, &dldt, &dare, &daim, &dB, &dC, &dski, &dsvi});
 }
 
+// A step updates its states in place: a refused call must leave them as they were.
+void fuzz_ida_step(FuzzedDataProvider &in) {
+  std::unique_ptr<IdaCall> c = fuzz_ida_call(in, FSATTN_OP_IDA_STEP);
+  if (c == nullptr) return;
+  const bool valid = c->valid && c->dm.d.seqlen == 1;
+  const std::vector<float> sk0 = c->sk.data, sv0 = c->sv.data;
+  Buffer o = output(in, c->n * c->nv);
+  fsattn_status st = fsattn_ida_step(&c->exec, &c->dm.d, c->null_p ? nullptr : &c->p, c->q.ptr(), c->k.ptr(),
+                                     c->v.ptr(), c->sk.ptr(), c->sv.ptr(), o.ptr());
+  check_call(st, !valid, {&o});
+  if (st != FSATTN_OK) check(bits_equal(c->sk.data, sk0) && bits_equal(c->sv.data, sv0));
+}
+
 // The arguments fsattn_bla_forward and fsattn_bla_backward share, and the sizes they imply.
 struct BlaCall {
   fsattn_exec exec;
@@ -267,6 +283,21 @@ void fuzz_bla_backward(FuzzedDataProvider &in) {
   check_call(st, !c.valid, {&dq, &dk, &dv, &dlg, &dski, &dsvi});
 }
 
+void fuzz_bla_step(FuzzedDataProvider &in) {
+  BlaCall c = fuzz_bla_call(in, FSATTN_OP_BLA_STEP);
+  if (c.valid && !c.small) return;
+  const bool valid = c.valid && c.dm.d.seqlen == 1;
+  const int64_t n = c.valid ? 1 : -1;
+  Buffer q = input(in, n * c.nq), k = input(in, n * c.nq), v = input(in, n * c.nv);
+  Buffer log_gamma = input(in, n * c.dm.d.heads), sk = input(in, n * c.nsk), sv = input(in, n * c.nsv);
+  Buffer o = output(in, n * c.nv);
+  const std::vector<float> sk0 = sk.data, sv0 = sv.data;
+  c.p.log_gamma = log_gamma.ptr();
+  fsattn_status st = fsattn_bla_step(&c.exec, &c.dm.d, &c.p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(), o.ptr());
+  check_call(st, !valid, {&o});
+  if (st != FSATTN_OK) check(bits_equal(sk.data, sk0) && bits_equal(sv.data, sv0));
+}
+
 void fuzz_bla_interpolate(FuzzedDataProvider &in) {
   fsattn_exec exec = fuzz_exec(in, FSATTN_OP_BLA_INTERPOLATE);
   const int64_t B = fuzz_size(in, INT32_MAX), H = fuzz_size(in, FSATTN_MAX_HEADS), D = fuzz_size(in, FSATTN_MAX_FEATURE);
@@ -288,9 +319,9 @@ void fuzz_bla_interpolate(FuzzedDataProvider &in) {
   check_call(st, !valid, {&out});
 }
 
-// The functions of later issues (refused), and the informational ones: no buffer is ever read.
+// Calls refused before any buffer is read (no parameters), and the informational functions.
 void fuzz_others(FuzzedDataProvider &in) {
-  fsattn_exec exec = fuzz_exec(in, fsattn_op(in.ConsumeIntegralInRange<int>(0, 4)));
+  fsattn_exec exec = fuzz_exec(in, fsattn_op(in.ConsumeIntegralInRange<int>(0, 6)));
   Dims dm = fuzz_dims(in);
   float sink[4] = {kSentinel, kSentinel, kSentinel, kSentinel};
   fsattn_status st = FSATTN_OK;
@@ -300,7 +331,7 @@ void fuzz_others(FuzzedDataProvider &in) {
     case 2:
     case 3: st = fsattn_bla_step(&exec, &dm.d, nullptr, sink, sink, sink, sink, sink, sink); break;
     case 4: {
-      const fsattn_op op = fsattn_op(in.ConsumeIntegralInRange<int>(FSATTN_OP_IDA_FORWARD, FSATTN_OP_BLA_INTERPOLATE));
+      const fsattn_op op = fsattn_op(in.ConsumeIntegralInRange<int>(FSATTN_OP_IDA_FORWARD, FSATTN_OP_BLA_STEP));
       const fsattn_device dev = in.ConsumeBool() ? FSATTN_DEVICE_CPU : FSATTN_DEVICE_CUDA;
       const int n = fsattn_variant_count(op, dev);
       check(n >= 0);
@@ -320,12 +351,14 @@ void fuzz_others(FuzzedDataProvider &in) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FuzzedDataProvider in(data, size);
-  switch (in.ConsumeIntegralInRange<int>(0, 5)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 7)) {
     case 0: fuzz_ida_forward(in); break;
     case 1: fuzz_bla_forward(in); break;
     case 2: fuzz_bla_interpolate(in); break;
     case 3: fuzz_bla_backward(in); break;
     case 4: fuzz_ida_backward(in); break;
+    case 5: fuzz_ida_step(in); break;
+    case 6: fuzz_bla_step(in); break;
     default: fuzz_others(in); break;
   }
   return 0;

@@ -122,8 +122,10 @@ fsattn_status fsattn_bla_backward(const fsattn_exec *exec, const fsattn_dims *di
     float *dq, float *dk, float *dv, float *d_log_gamma,
     float *d_state_k_in, float *d_state_v_in);
 
-/* One decoding step (dims->seqlen == 1): updates the states in place and writes o.
-   BLA uses p->pos0 as the token's position. */
+/* One decoding step (dims->seqlen == 1): updates the states in place and writes o, as
+   the forward pass does for one token. BLA uses p->pos0 as the token's position. Both state
+   pointers are required (a state starts at zero: the caller zeroes it). Per head the IDA
+   step costs O(M (Dk + Dv) + M^2), the BLA step O(S (Dk + Dv)). */
 fsattn_status fsattn_ida_step(const fsattn_exec *exec, const fsattn_dims *dims,
     const fsattn_ida_params *p, const float *q, const float *k, const float *v,
     float *state_k, float *state_v, float *o);
@@ -180,7 +182,9 @@ typedef enum {
   FSATTN_OP_IDA_BACKWARD = 1,
   FSATTN_OP_BLA_FORWARD = 2,
   FSATTN_OP_BLA_BACKWARD = 3,
-  FSATTN_OP_BLA_INTERPOLATE = 4
+  FSATTN_OP_BLA_INTERPOLATE = 4,
+  FSATTN_OP_IDA_STEP = 5,
+  FSATTN_OP_BLA_STEP = 6
 } fsattn_op;
 
 /* Number of compiled variants of `op` for `device` (0 if none). */

@@ -1,0 +1,51 @@
+// Generator `bla_step`: one BLA decoding step (SPEC.md §5). Algorithm in step.cpp, schedules
+// in schedules/.
+#include "schedules/cpu.h"
+#include "step.h"
+
+using namespace Halide;
+
+namespace fsattn {
+
+class BlaStepGenerator : public Generator<BlaStepGenerator> {
+ public:
+  GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
+
+  Input<Buffer<float>> q{"q", 4};                  // [B,1,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> k{"k", 4};                  // [B,1,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> v{"v", 4};                  // [B,1,H,Dv] as (r, h, t, b)
+  Input<Buffer<float>> log_gamma{"log_gamma", 1};  // [H] as (h)
+  Input<Buffer<float>> state_k{"state_k", 4};      // [B,H,S,Dk] as (d, m, h, b)
+  Input<Buffer<float>> state_v{"state_v", 4};      // [B,H,S,Dv] as (r, m, h, b)
+  Input<double> phase{"phase"};    // the token's position mod W, reduced exactly by the caller
+  Input<double> period{"period"};  // W
+  Input<int> modes{"modes"};       // M >= 0
+  Input<int> slots{"slots"};       // S >= 1
+  Input<float> scale{"scale"};     // > 0
+
+  Output<Buffer<float>> o{"o", 4};                      // [B,1,H,Dv] as (r, h, t, b)
+  Output<Buffer<float>> state_k_out{"state_k_out", 4};  // may be the memory of state_k
+  Output<Buffer<float>> state_v_out{"state_v_out", 4};  // may be the memory of state_v
+
+  void generate() {
+    BlaStepInputs in{q, k, v, log_gamma, state_k, state_v, phase, period, modes, slots, scale,
+                     q.dim(0).extent(), v.dim(0).extent()};
+    stages = bla_step_algorithm(in);
+    o = stages.o;
+    state_k_out = stages.state_k_out;
+    state_v_out = stages.state_v_out;
+  }
+
+  void schedule() {
+    CpuKnobs k;
+    k.vector = vector > 0 ? int(vector) : get_target().natural_vector_size<float>();
+    schedule_bla_step_cpu(stages, k);
+  }
+
+ private:
+  BlaStepStages stages{ChunkGrid(Expr(1), 1)};
+};
+
+}  // namespace fsattn
+
+HALIDE_REGISTER_GENERATOR(fsattn::BlaStepGenerator, bla_step)
