@@ -87,6 +87,33 @@ void bla_backward(benchmark::State &state, std::string variant, ref::BlaShape s)
   }, bench::bla_backward_flops_per_token(double(s.S), s.Dk, s.Dv, chunk_of(variant)));
 }
 
+// One decoding step at B sequences (the decode issue's shape: H=32, Dk=Dv=64, M=S=64).
+// Reports the state bytes read and written per second: the step is bound by them.
+template <typename Case, typename Params, typename Step>
+void time_step(benchmark::State &state, const Case &c, const Params &p, Step step, size_t state_floats) {
+  std::vector<float> sk(c.state_k.f), sv(c.state_v.f), o(c.s.B * c.s.H * c.s.Dv);
+  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_dims dims = c.dims();
+  for (auto _ : state) {
+    if (step(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), sk.data(), sv.data(), o.data()) != FSATTN_OK) {
+      state.SkipWithError(fsattn_last_error());
+      break;
+    }
+  }
+  state.counters["state GB/s"] = benchmark::Counter(2.0 * double(state_floats) * sizeof(float) * 1e-9,
+                                                    benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void ida_step(benchmark::State &state, int64_t B) {
+  IdaCase c = make_ida_case({B, 1, 32, 64, 64, 64}, 42, true);
+  time_step(state, c, c.params(), fsattn_ida_step, c.state_k.f.size() + c.state_v.f.size());
+}
+
+void bla_step(benchmark::State &state, int64_t B) {
+  BlaCase c = make_bla_case({B, 1, 32, 64, 64, 31, 256.0, 64}, 1000, 42, 0.9, true);
+  time_step(state, c, c.params(), fsattn_bla_step, c.state_k.f.size() + c.state_v.f.size());
+}
+
 // The shape of the IDA issue: B=2, T=2048, H=4, Dk=Dv=64, M=64.
 const ref::IdaShape kIdaShape{2, 2048, 4, 64, 64, 64};
 // The shape of the BLA issue: B=2, T=2048, H=4, Dk=Dv=64, S=64, M=31, W=256.
@@ -107,6 +134,14 @@ int register_all() {
   }
   for (const std::string &v : cpu_variants(FSATTN_OP_BLA_BACKWARD)) {
     configure(benchmark::RegisterBenchmark(("bla_backward/cpu/" + v).c_str(), bla_backward, v, kBlaShape));
+  }
+  for (int64_t B : {1, 4, 16, 64, 256}) {
+    const std::string batch = "/B=" + std::to_string(B);
+    for (auto *b : {benchmark::RegisterBenchmark(("ida_step/cpu" + batch).c_str(), ida_step, B),
+                    benchmark::RegisterBenchmark(("bla_step/cpu" + batch).c_str(), bla_step, B)}) {
+      configure(b);
+      b->Unit(benchmark::kMicrosecond);
+    }
   }
   return 0;
 }
