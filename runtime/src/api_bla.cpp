@@ -3,6 +3,7 @@
 #include "kernels.h"
 #include "status.h"
 #include "validate.h"
+#include "varlen.h"
 
 #include <cmath>
 #include <cstdio>
@@ -38,8 +39,8 @@ double phase_of(int64_t position, double period) { return std::fmod(double(posit
 // Everything the forward and the backward pass check alike: exec, dims, parameters and the
 // activations.
 void check_bla_call(Validator &val, const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
-                    const float *q, const float *k, const float *v) {
-  val.exec(exec).dims(dims).pointer("p", p);
+                    const float *q, const float *k, const float *v, bool varlen_ok = true) {
+  val.exec(exec).dims(dims, varlen_ok).pointer("p", p);
   if (!val.ok()) return;
   check_window(val, p->modes, p->period, p->slots);
   val.range("p->pos0", p->pos0, 0, kMaxPosition - dims->seqlen);
@@ -53,9 +54,9 @@ void check_bla_call(Validator &val, const fsattn_exec *exec, const fsattn_dims *
                                                   " must be finite and <= 0 (a decay gamma <= 1)");
     }
   }
-  const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, S = p->slots;
+  const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, S = p->slots, NS = state_batch(dims);
   val.elements("q", {B, T, H, dims->dk}).elements("v", {B, T, H, dims->dv});
-  val.elements("state_k", {B, H, S, dims->dk}).elements("state_v", {B, H, S, dims->dv});
+  val.elements("state_k", {NS, H, S, dims->dk}).elements("state_v", {NS, H, S, dims->dv});
 }
 
 // The kernel's scalar inputs, resolved on the host: phase = pos0 mod W in double, the default
@@ -74,11 +75,49 @@ struct BlaScalars {
 
 fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
                           const float *q, const float *k, const float *v, const float *state_k_in,
+                          const float *state_v_in, float *o, float *state_k_out, float *state_v_out);
+
+// Each sequence of a variable-length batch as a dense call, with pos0 its first position
+// (varlen.h). If one fails, every output is NaN and states updated in place are restored.
+fsattn_status bla_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
+                                 const float *q, const float *k, const float *v, const float *state_k_in,
+                                 const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
+  const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen, NS = dims->num_seqs;
+  const size_t nk = size_t(p->slots * Dk * H), nv = size_t(p->slots * Dv * H);
+  std::vector<float> copies[2];
+  const float *ski = stable_input(state_k_in, state_k_out, NS * nk, copies[0]);
+  const float *svi = stable_input(state_v_in, state_v_out, NS * nv, copies[1]);
+  for (const Sequence &s : sequences(dims)) {
+    if (s.len == 0) {
+      pass_through(slice(state_k_out, s.index, nk), slice(ski, s.index, nk), nk);
+      pass_through(slice(state_v_out, s.index, nv), slice(svi, s.index, nv), nv);
+      continue;
+    }
+    const fsattn_dims d = sequence_dims(dims, s.len);
+    const fsattn_status status =
+        bla_forward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv,
+                    slice(ski, s.index, nk), slice(svi, s.index, nv), o + s.first * H * Dv,
+                    slice(state_k_out, s.index, nk), slice(state_v_out, s.index, nv));
+    if (status != FSATTN_OK) {
+      poison(o, size_t(T * H * Dv));
+      poison(state_k_out, NS * nk, restore_of(copies[0]));
+      poison(state_v_out, NS * nv, restore_of(copies[1]));
+      return status;
+    }
+  }
+  return FSATTN_OK;
+}
+
+fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
+                          const float *q, const float *k, const float *v, const float *state_k_in,
                           const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
   Validator val("fsattn_bla_forward");
   check_bla_call(val, exec, dims, p, q, k, v);
   val.pointer("o", o);
   if (!val.ok()) return val.status();
+  if (dims->cu_seqlens != nullptr) {
+    return bla_forward_varlen(exec, dims, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
+  }
 
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_bla_forward", FSATTN_OP_BLA_FORWARD, exec->device, exec->variant, &status);
@@ -104,11 +143,62 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
                            const float *q, const float *k, const float *v, const float *state_k_in,
                            const float *state_v_in, const float *d_o, const float *d_state_k_out,
                            const float *d_state_v_out, float *dq, float *dk, float *dv, float *d_log_gamma,
+                           float *d_state_k_in, float *d_state_v_in);
+
+// Each sequence as a dense call; d log γ summed over the sequences in double, in order.
+fsattn_status bla_backward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
+                                  const float *q, const float *k, const float *v, const float *state_k_in,
+                                  const float *state_v_in, const float *d_o, const float *d_state_k_out,
+                                  const float *d_state_v_out, float *dq, float *dk, float *dv, float *d_log_gamma,
+                                  float *d_state_k_in, float *d_state_v_in) {
+  const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen, NS = dims->num_seqs;
+  const size_t nk = size_t(p->slots * Dk * H), nv = size_t(p->slots * Dv * H);
+  std::vector<float> states[2], seeds[2];
+  const float *ski = stable_input(state_k_in, d_state_k_in, NS * nk, states[0]);
+  const float *svi = stable_input(state_v_in, d_state_v_in, NS * nv, states[1]);
+  const float *dsk = stable_input(d_state_k_out, d_state_k_in, NS * nk, seeds[0]);
+  const float *dsv = stable_input(d_state_v_out, d_state_v_in, NS * nv, seeds[1]);
+  std::vector<double> total(static_cast<size_t>(H), 0.0);
+  std::vector<float> part(static_cast<size_t>(H));
+  for (const Sequence &s : sequences(dims)) {
+    if (s.len == 0) {
+      pass_through(slice(d_state_k_in, s.index, nk), slice(dsk, s.index, nk), nk);
+      pass_through(slice(d_state_v_in, s.index, nv), slice(dsv, s.index, nv), nv);
+      continue;
+    }
+    const fsattn_dims d = sequence_dims(dims, s.len);
+    const fsattn_status status = bla_backward(
+        exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, slice(ski, s.index, nk),
+        slice(svi, s.index, nv), d_o + s.first * H * Dv, slice(dsk, s.index, nk), slice(dsv, s.index, nv),
+        dq + s.first * H * Dk, dk + s.first * H * Dk, dv + s.first * H * Dv, part.data(),
+        slice(d_state_k_in, s.index, nk), slice(d_state_v_in, s.index, nv));
+    if (status != FSATTN_OK) {
+      for (float *g : {dq, dk}) poison(g, size_t(T * H * Dk));
+      poison(dv, size_t(T * H * Dv));
+      poison(d_log_gamma, size_t(H));
+      poison(d_state_k_in, NS * nk, seeds[0].empty() ? restore_of(states[0]) : restore_of(seeds[0]));
+      poison(d_state_v_in, NS * nv, seeds[1].empty() ? restore_of(states[1]) : restore_of(seeds[1]));
+      return status;
+    }
+    for (int64_t h = 0; h < H; ++h) total[h] += part[h];
+  }
+  for (int64_t h = 0; h < H; ++h) d_log_gamma[h] = float(total[h]);
+  return FSATTN_OK;
+}
+
+fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
+                           const float *q, const float *k, const float *v, const float *state_k_in,
+                           const float *state_v_in, const float *d_o, const float *d_state_k_out,
+                           const float *d_state_v_out, float *dq, float *dk, float *dv, float *d_log_gamma,
                            float *d_state_k_in, float *d_state_v_in) {
   Validator val("fsattn_bla_backward");
   check_bla_call(val, exec, dims, p, q, k, v);
   val.pointer("d_o", d_o).pointer("dq", dq).pointer("dk", dk).pointer("dv", dv).pointer("d_log_gamma", d_log_gamma);
   if (!val.ok()) return val.status();
+  if (dims->cu_seqlens != nullptr) {
+    return bla_backward_varlen(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq,
+                               dk, dv, d_log_gamma, d_state_k_in, d_state_v_in);
+  }
 
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel =
@@ -143,7 +233,7 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
 fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
                        const float *q, const float *k, const float *v, float *state_k, float *state_v, float *o) {
   Validator val("fsattn_bla_step");
-  check_bla_call(val, exec, dims, p, q, k, v);
+  check_bla_call(val, exec, dims, p, q, k, v, /*varlen_ok=*/false);
   check_one_token(val, dims);
   val.pointer("state_k", state_k).pointer("state_v", state_v).pointer("o", o);
   if (!val.ok()) return val.status();

@@ -63,7 +63,7 @@ Validator &Validator::exec(const fsattn_exec *e) {
   return *this;
 }
 
-Validator &Validator::dims(const fsattn_dims *d) {
+Validator &Validator::dims(const fsattn_dims *d, bool varlen_ok) {
   pointer("dims", d);
   if (!ok()) return *this;
   constexpr int64_t kInt32 = std::numeric_limits<int32_t>::max();
@@ -72,8 +72,27 @@ Validator &Validator::dims(const fsattn_dims *d) {
   range("dims->heads", d->heads, 1, FSATTN_MAX_HEADS);
   range("dims->dk", d->dk, 1, FSATTN_MAX_FEATURE);
   range("dims->dv", d->dv, 1, FSATTN_MAX_FEATURE);
-  if (ok() && d->cu_seqlens != nullptr) {
-    fail(FSATTN_ERROR_UNSUPPORTED, "variable-length batches (dims->cu_seqlens) are not supported yet");
+  if (!ok() || d->cu_seqlens == nullptr) return *this;
+  if (!varlen_ok) {
+    return fail(FSATTN_ERROR_UNSUPPORTED, "variable-length batches (dims->cu_seqlens) are not supported here");
+  }
+  // The FlashAttention convention: batch 1, sequences concatenated along seqlen,
+  // cu_seqlens[0] = 0 <= ... <= cu_seqlens[num_seqs] = seqlen (empty sequences allowed).
+  range("dims->batch (with cu_seqlens)", d->batch, 1, 1);
+  range("dims->num_seqs", d->num_seqs, 1, kInt32);
+  if (!ok()) return *this;
+  const int64_t *cu = d->cu_seqlens;
+  if (cu[0] != 0) return fail(FSATTN_ERROR_INVALID_ARGUMENT, "dims->cu_seqlens[0] = " + std::to_string(cu[0]) + " must be 0");
+  for (int64_t s = 0; s < d->num_seqs; ++s) {
+    if (cu[s + 1] < cu[s]) {
+      return fail(FSATTN_ERROR_INVALID_ARGUMENT, "dims->cu_seqlens must not decrease: cu_seqlens[" + std::to_string(s + 1) +
+                                                     "] = " + std::to_string(cu[s + 1]) + " < cu_seqlens[" +
+                                                     std::to_string(s) + "] = " + std::to_string(cu[s]));
+    }
+  }
+  if (cu[d->num_seqs] != d->seqlen) {
+    return fail(FSATTN_ERROR_INVALID_ARGUMENT, "dims->cu_seqlens[num_seqs] = " + std::to_string(cu[d->num_seqs]) +
+                                                   " must equal dims->seqlen = " + std::to_string(d->seqlen));
   }
   return *this;
 }

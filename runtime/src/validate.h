@@ -38,13 +38,18 @@ class Validator {
 
   // exec: present, a known device, a device this build serves.
   Validator &exec(const fsattn_exec *exec);
-  // dims: present, dense (no cu_seqlens yet), sizes in range.
-  Validator &dims(const fsattn_dims *dims);
+  // dims: present, sizes in range; cu_seqlens, where given (and varlen_ok), consistent.
+  Validator &dims(const fsattn_dims *dims, bool varlen_ok = true);
 
  private:
   const char *fn_;
   fsattn_status status_ = FSATTN_OK;
 };
+
+// The batch of a call's states: dims->batch, or num_seqs with cu_seqlens.
+inline int64_t state_batch(const fsattn_dims *dims) {
+  return dims->cu_seqlens != nullptr ? dims->num_seqs : dims->batch;
+}
 
 // A decoding step's dims: one token per sequence.
 void check_one_token(Validator &val, const fsattn_dims *dims);

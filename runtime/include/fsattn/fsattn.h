@@ -84,7 +84,14 @@ typedef struct {
   const float *log_gamma;              /* [H], each <= 0 */
 } fsattn_bla_params;
 
-/* IDA states: state_k [B,H,M,Dk,2], state_v [B,H,M,Dv,2].  BLA states: state_k [B,H,S,Dk],
+/* Variable-length batches: with dims->cu_seqlens, batch is 1 and the num_seqs sequences are
+   concatenated along seqlen, sequence s holding tokens [cu_seqlens[s], cu_seqlens[s+1]);
+   cu_seqlens[0] = 0, it never decreases (empty sequences are allowed: their final state is
+   their initial state) and cu_seqlens[num_seqs] = seqlen. Each sequence has its own states,
+   and for BLA starts at position pos0. The forward and backward passes take them (not the
+   steps); parameter gradients sum over every sequence.
+
+   IDA states: state_k [B,H,M,Dk,2], state_v [B,H,M,Dv,2].  BLA states: state_k [B,H,S,Dk],
    state_v [B,H,S,Dv].  (With cu_seqlens, B is num_seqs.)  Every state pointer may be NULL:
    a NULL initial state is zero; a NULL final state (or state gradient) is not written/read. */
 
