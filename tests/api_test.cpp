@@ -100,14 +100,14 @@ const BadCase<IdaCall> kBad[] = {
     {"null_C", [](Call &c) { c.p.C = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->C is NULL"},
     {"unknown_variant", [](Call &c) { c.exec.variant = "no_such_schedule"; }, FSATTN_ERROR_INVALID_ARGUMENT, "no_such_schedule"},
     {"cuda_not_built", [](Call &c) { c.exec.device = FSATTN_DEVICE_CUDA; }, FSATTN_ERROR_UNSUPPORTED, "CUDA"},
-    {"varlen_not_yet",
+    {"varlen_past_seqlen",
      [](Call &c) {
-       static const int64_t cu[] = {0, 5};
+       static const int64_t cu[] = {0, int64_t(1) << 20};
        c.dims.batch = 1;
        c.dims.cu_seqlens = cu;
        c.dims.num_seqs = 1;
      },
-     FSATTN_ERROR_UNSUPPORTED, "cu_seqlens"},
+     FSATTN_ERROR_INVALID_ARGUMENT, "cu_seqlens[num_seqs]"},
 };
 
 class IdaForwardInvalid : public ::testing::TestWithParam<BadCase<IdaCall>> {};
