@@ -11,6 +11,7 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -135,15 +136,37 @@ void check_call(fsattn_status st, bool must_refuse, std::initializer_list<const 
 
 struct Dims {
   fsattn_dims d;
-  bool valid;
+  bool valid;      // valid for the forward and backward passes
+  int64_t states;  // the states' batch: d.batch, or num_seqs with cu_seqlens
 };
+// One in eight calls is a variable-length batch: cu_seqlens consistent or not (its storage
+// lives until the next call).
 Dims fuzz_dims(FuzzedDataProvider &in) {
+  static std::vector<int64_t> cu;
   Dims x;
   x.d = {fuzz_size(in, INT32_MAX), fuzz_size(in, INT32_MAX), fuzz_size(in, FSATTN_MAX_HEADS),
          fuzz_size(in, FSATTN_MAX_FEATURE), fuzz_size(in, FSATTN_MAX_FEATURE), nullptr, 0};
   x.valid = in_range(x.d.batch, 1, INT32_MAX) && in_range(x.d.seqlen, 1, INT32_MAX) &&
             in_range(x.d.heads, 1, FSATTN_MAX_HEADS) && in_range(x.d.dk, 1, FSATTN_MAX_FEATURE) &&
             in_range(x.d.dv, 1, FSATTN_MAX_FEATURE);
+  x.states = x.d.batch;
+  if (in.ConsumeIntegralInRange<int>(0, 7) == 0) {
+    const int64_t n = in.ConsumeIntegralInRange<int64_t>(1, 5);
+    cu.assign(size_t(n + 1), 0);
+    for (int64_t s = 1; s <= n; ++s) {
+      // Mostly a split of [0, seqlen]; sometimes any value.
+      cu[s] = in.ConsumeBool() ? in.ConsumeIntegral<int64_t>()
+                               : in.ConsumeIntegralInRange<int64_t>(cu[s - 1], std::max(cu[s - 1], x.d.seqlen));
+    }
+    if (in.ConsumeBool()) cu[n] = x.d.seqlen;
+    if (in.ConsumeIntegralInRange<int>(0, 7) == 0) cu[0] = in.ConsumeIntegral<int64_t>();
+    bool consistent = x.d.batch == 1 && cu[0] == 0 && cu[n] == x.d.seqlen;
+    for (int64_t s = 1; s <= n; ++s) consistent = consistent && cu[s] >= cu[s - 1];
+    x.d.cu_seqlens = cu.data();
+    x.d.num_seqs = n;
+    x.valid = x.valid && consistent;
+    x.states = n;
+  }
   return x;
 }
 
@@ -168,7 +191,7 @@ std::unique_ptr<IdaCall> fuzz_ida_call(FuzzedDataProvider &in, fsattn_op op) {
   const int64_t M = c->M = fuzz_size(in, FSATTN_MAX_FEATURE);
   c->valid = c->dm.valid && in_range(M, 1, FSATTN_MAX_FEATURE);
   c->nq = count({d.batch, d.seqlen, d.heads, d.dk}), c->nv = count({d.batch, d.seqlen, d.heads, d.dv});
-  c->nsk = count({d.batch, d.heads, M, d.dk, 2}), c->nsv = count({d.batch, d.heads, M, d.dv, 2});
+  c->nsk = count({c->dm.states, d.heads, M, d.dk, 2}), c->nsv = count({c->dm.states, d.heads, M, d.dv, 2});
   const int64_t nhk = c->nhk = count({d.heads, d.dk}), nhv = c->nhv = count({d.heads, d.dv});
   const int64_t nhm = c->nhm = count({d.heads, M});
   const int64_t nB = c->nB = count({d.heads, M, 2}), nC = c->nC = count({d.heads, M, M, 2});
@@ -219,7 +242,7 @@ void fuzz_ida_backward(FuzzedDataProvider &in) {
 void fuzz_ida_step(FuzzedDataProvider &in) {
   std::unique_ptr<IdaCall> c = fuzz_ida_call(in, FSATTN_OP_IDA_STEP);
   if (c == nullptr) return;
-  const bool valid = c->valid && c->dm.d.seqlen == 1;
+  const bool valid = c->valid && c->dm.d.seqlen == 1 && c->dm.d.cu_seqlens == nullptr;
   const std::vector<float> sk0 = c->sk.data, sv0 = c->sv.data;
   Buffer o = output(in, c->n * c->nv);
   fsattn_status st = fsattn_ida_step(&c->exec, &c->dm.d, c->null_p ? nullptr : &c->p, c->q.ptr(), c->k.ptr(),
@@ -249,7 +272,7 @@ BlaCall fuzz_bla_call(FuzzedDataProvider &in, fsattn_op op) {
   c.valid = c.dm.valid && in_range(p.modes, 0, FSATTN_MAX_FEATURE) && in_range(p.slots, 1, FSATTN_MAX_FEATURE) &&
             std::isfinite(p.period) && p.period >= FSATTN_BLA_MIN_PERIOD;
   c.nq = count({d.batch, d.seqlen, d.heads, d.dk}), c.nv = count({d.batch, d.seqlen, d.heads, d.dv});
-  c.nsk = count({d.batch, d.heads, p.slots, d.dk}), c.nsv = count({d.batch, d.heads, p.slots, d.dv});
+  c.nsk = count({c.dm.states, d.heads, p.slots, d.dk}), c.nsv = count({c.dm.states, d.heads, p.slots, d.dv});
   c.small = c.nq > 0 && c.nv > 0 && c.nsk > 0 && c.nsv > 0;
   return c;
 }
@@ -286,7 +309,7 @@ void fuzz_bla_backward(FuzzedDataProvider &in) {
 void fuzz_bla_step(FuzzedDataProvider &in) {
   BlaCall c = fuzz_bla_call(in, FSATTN_OP_BLA_STEP);
   if (c.valid && !c.small) return;
-  const bool valid = c.valid && c.dm.d.seqlen == 1;
+  const bool valid = c.valid && c.dm.d.seqlen == 1 && c.dm.d.cu_seqlens == nullptr;
   const int64_t n = c.valid ? 1 : -1;
   Buffer q = input(in, n * c.nq), k = input(in, n * c.nq), v = input(in, n * c.nv);
   Buffer log_gamma = input(in, n * c.dm.d.heads), sk = input(in, n * c.nsk), sv = input(in, n * c.nsv);
