@@ -65,30 +65,14 @@ fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
 fsattn_status ida_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
                                  const float *q, const float *k, const float *v, const float *state_k_in,
                                  const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
-  const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen, NS = dims->num_seqs;
-  const size_t nk = size_t(2 * p->modes * Dk * H), nv = size_t(2 * p->modes * Dv * H);
-  std::vector<float> copies[2];
-  const float *ski = stable_input(state_k_in, state_k_out, NS * nk, copies[0]);
-  const float *svi = stable_input(state_v_in, state_v_out, NS * nv, copies[1]);
-  for (const Sequence &s : sequences(dims)) {
-    if (s.len == 0) {
-      pass_through(slice(state_k_out, s.index, nk), slice(ski, s.index, nk), nk);
-      pass_through(slice(state_v_out, s.index, nv), slice(svi, s.index, nv), nv);
-      continue;
-    }
-    const fsattn_dims d = sequence_dims(dims, s.len);
-    const fsattn_status status =
-        ida_forward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv,
-                    slice(ski, s.index, nk), slice(svi, s.index, nv), o + s.first * H * Dv,
-                    slice(state_k_out, s.index, nk), slice(state_v_out, s.index, nv));
-    if (status != FSATTN_OK) {
-      poison(o, size_t(T * H * Dv));
-      poison(state_k_out, NS * nk, restore_of(copies[0]));
-      poison(state_v_out, NS * nv, restore_of(copies[1]));
-      return status;
-    }
-  }
-  return FSATTN_OK;
+  const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;
+  return forward_by_sequence(
+      dims, size_t(2 * M * Dk * H), size_t(2 * M * Dv * H), size_t(dims->seqlen * H * Dv), state_k_in, state_v_in, o,
+      state_k_out, state_v_out,
+      [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, float *sko, float *svo) {
+        return ida_forward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
+                           o + s.first * H * Dv, sko, svo);
+      });
 }
 
 fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,

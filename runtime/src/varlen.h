@@ -32,4 +32,35 @@ void pass_through(float *out, const float *in, size_t n);
 // After a failed call: `out` (n floats, if not NULL) set to `restore` when given, else NaN.
 void poison(float *out, size_t n, const float *restore = nullptr);
 
+// A forward pass over a variable-length batch, one dense call per sequence:
+// run(dims_s, s, state_k_in_s, state_v_in_s, state_k_out_s, state_v_out_s). nk, nv: one
+// sequence's state sizes; o_size: o's. If a call fails, o is NaN and the final states are
+// NaN, or restored where they were written over their initial states.
+template <typename Run>
+fsattn_status forward_by_sequence(const fsattn_dims *dims, size_t nk, size_t nv, size_t o_size,
+                                  const float *state_k_in, const float *state_v_in, float *o, float *state_k_out,
+                                  float *state_v_out, Run run) {
+  const size_t seqs = size_t(dims->num_seqs);
+  std::vector<float> copies[2];
+  const float *ski = stable_input(state_k_in, state_k_out, seqs * nk, copies[0]);
+  const float *svi = stable_input(state_v_in, state_v_out, seqs * nv, copies[1]);
+  for (const Sequence &s : sequences(dims)) {
+    if (s.len == 0) {
+      pass_through(slice(state_k_out, s.index, nk), slice(ski, s.index, nk), nk);
+      pass_through(slice(state_v_out, s.index, nv), slice(svi, s.index, nv), nv);
+      continue;
+    }
+    const fsattn_dims d = sequence_dims(dims, s.len);
+    const fsattn_status status = run(d, s, slice(ski, s.index, nk), slice(svi, s.index, nv),
+                                     slice(state_k_out, s.index, nk), slice(state_v_out, s.index, nv));
+    if (status != FSATTN_OK) {
+      poison(o, o_size);
+      poison(state_k_out, seqs * nk, copies[0].empty() ? nullptr : copies[0].data());
+      poison(state_v_out, seqs * nv, copies[1].empty() ? nullptr : copies[1].data());
+      return status;
+    }
+  }
+  return FSATTN_OK;
+}
+
 }  // namespace fsattn
