@@ -135,39 +135,19 @@ fsattn_status bla_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
                                   const float *state_v_in, const float *d_o, const float *d_state_k_out,
                                   const float *d_state_v_out, float *dq, float *dk, float *dv, float *d_log_gamma,
                                   float *d_state_k_in, float *d_state_v_in) {
-  const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen, NS = dims->num_seqs;
-  const size_t nk = size_t(p->slots * Dk * H), nv = size_t(p->slots * Dv * H);
-  std::vector<float> states[2], seeds[2];
-  const float *ski = stable_input(state_k_in, d_state_k_in, NS * nk, states[0]);
-  const float *svi = stable_input(state_v_in, d_state_v_in, NS * nv, states[1]);
-  const float *dsk = stable_input(d_state_k_out, d_state_k_in, NS * nk, seeds[0]);
-  const float *dsv = stable_input(d_state_v_out, d_state_v_in, NS * nv, seeds[1]);
-  std::vector<double> total(static_cast<size_t>(H), 0.0);
-  std::vector<float> part(static_cast<size_t>(H));
-  for (const Sequence &s : sequences(dims)) {
-    if (s.len == 0) {
-      pass_through(slice(d_state_k_in, s.index, nk), slice(dsk, s.index, nk), nk);
-      pass_through(slice(d_state_v_in, s.index, nv), slice(dsv, s.index, nv), nv);
-      continue;
-    }
-    const fsattn_dims d = sequence_dims(dims, s.len);
-    const fsattn_status status = bla_backward(
-        exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, slice(ski, s.index, nk),
-        slice(svi, s.index, nv), d_o + s.first * H * Dv, slice(dsk, s.index, nk), slice(dsv, s.index, nv),
-        dq + s.first * H * Dk, dk + s.first * H * Dk, dv + s.first * H * Dv, part.data(),
-        slice(d_state_k_in, s.index, nk), slice(d_state_v_in, s.index, nv));
-    if (status != FSATTN_OK) {
-      for (float *g : {dq, dk}) poison(g, size_t(T * H * Dk));
-      poison(dv, size_t(T * H * Dv));
-      poison(d_log_gamma, size_t(H));
-      poison(d_state_k_in, NS * nk, seeds[0].empty() ? restore_of(states[0]) : restore_of(seeds[0]));
-      poison(d_state_v_in, NS * nv, seeds[1].empty() ? restore_of(states[1]) : restore_of(seeds[1]));
-      return status;
-    }
-    for (int64_t h = 0; h < H; ++h) total[h] += part[h];
-  }
-  for (int64_t h = 0; h < H; ++h) d_log_gamma[h] = float(total[h]);
-  return FSATTN_OK;
+  const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen;
+  VarlenBackward b{size_t(p->slots * Dk * H), size_t(p->slots * Dv * H), state_k_in, state_v_in, d_state_k_out,
+                   d_state_v_out, d_state_k_in, d_state_v_in,
+                   {{dq, size_t(T * H * Dk)}, {dk, size_t(T * H * Dk)}, {dv, size_t(T * H * Dv)}},
+                   {SummedGradient(d_log_gamma, size_t(H))}};
+  return backward_by_sequence(
+      dims, b,
+      [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, const float *dsk,
+          const float *dsv, float *dski, float *dsvi) {
+        return bla_backward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
+                            d_o + s.first * H * Dv, dsk, dsv, dq + s.first * H * Dk, dk + s.first * H * Dk,
+                            dv + s.first * H * Dv, b.params[0].part_data(), dski, dsvi);
+      });
 }
 
 fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
@@ -195,9 +175,6 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   // Initial states and final-state gradients that overlap the initial-state gradients written
   // over them are read from copies (and restored from them if the call fails).
   std::vector<float> state_copies[2], seed_copies[2];
-  auto restore = [&](int i) {
-    return seed_copies[i].empty() ? restore_of(state_copies[i]) : restore_of(seed_copies[i]);
-  };
   KernelArgs args;
   args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
   args.shared(Tensor(p->log_gamma, {H}));
@@ -209,8 +186,8 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   scalars.add_to(args);
   args.output(Tensor(dq, {Dk, H, T, B})).output(Tensor(dk, {Dk, H, T, B})).output(Tensor(dv, {Dv, H, T, B}));
   args.summed(Tensor(d_log_gamma, {H}));
-  args.output(state_output(d_state_k_in, {Dk, S, H, B}), restore(0));
-  args.output(state_output(d_state_v_in, {Dv, S, H, B}), restore(1));
+  args.output(state_output(d_state_k_in, {Dk, S, H, B}), restore_of(seed_copies[0], state_copies[0]));
+  args.output(state_output(d_state_v_in, {Dv, S, H, B}), restore_of(seed_copies[1], state_copies[1]));
   return args.run(*kernel, B);
 }
 

@@ -5,9 +5,7 @@
 #include "validate.h"
 #include "varlen.h"
 
-#include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <vector>
 
 namespace fsattn {
@@ -118,58 +116,28 @@ fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
                                   const float *state_v_in, const float *d_o, const float *d_state_k_out,
                                   const float *d_state_v_out, float *dq, float *dk, float *dv,
                                   const fsattn_ida_grads *dp, float *d_state_k_in, float *d_state_v_in) {
-  const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen, NS = dims->num_seqs, M = p->modes;
-  const size_t nk = size_t(2 * M * Dk * H), nv = size_t(2 * M * Dv * H);
-  std::vector<float> states[2], seeds[2];
-  const float *ski = stable_input(state_k_in, d_state_k_in, NS * nk, states[0]);
-  const float *svi = stable_input(state_v_in, d_state_v_in, NS * nv, states[1]);
-  const float *dsk = stable_input(d_state_k_out, d_state_k_in, NS * nk, seeds[0]);
-  const float *dsv = stable_input(d_state_v_out, d_state_v_in, NS * nv, seeds[1]);
-  // Each parameter's gradient: the caller's pointer (or NULL), one sequence's share, the total.
+  const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen, M = p->modes;
   const fsattn_ida_grads none{};
   const fsattn_ida_grads &want = dp != nullptr ? *dp : none;
-  struct Grad {
-    float *out;
-    std::vector<float> part;
-    std::vector<double> total;
-  };
-  const size_t sizes[] = {size_t(H * Dk), size_t(H * Dk), size_t(H * Dv), size_t(H * Dv), size_t(H),
-                          size_t(H * M),  size_t(H * M),  size_t(2 * H * M), size_t(2 * H * M * M)};
-  float *outs[] = {want.gk, want.bk, want.gv, want.bv, want.log_dt, want.A_re_log, want.A_im, want.B, want.C};
-  std::vector<Grad> grads;
-  for (size_t i = 0; i < std::size(sizes); ++i) {
-    grads.push_back({outs[i], std::vector<float>(outs[i] ? sizes[i] : 0), std::vector<double>(outs[i] ? sizes[i] : 0)});
-  }
-  auto part = [&](size_t i) { return grads[i].out != nullptr ? grads[i].part.data() : nullptr; };
-  const fsattn_ida_grads parts{part(0), part(1), part(2), part(3), part(4), part(5), part(6), part(7), part(8)};
-  for (const Sequence &s : sequences(dims)) {
-    if (s.len == 0) {
-      pass_through(slice(d_state_k_in, s.index, nk), slice(dsk, s.index, nk), nk);
-      pass_through(slice(d_state_v_in, s.index, nv), slice(dsv, s.index, nv), nv);
-      continue;
-    }
-    const fsattn_dims d = sequence_dims(dims, s.len);
-    const fsattn_status status = ida_backward(
-        exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, slice(ski, s.index, nk),
-        slice(svi, s.index, nv), d_o + s.first * H * Dv, slice(dsk, s.index, nk), slice(dsv, s.index, nv),
-        dq + s.first * H * Dk, dk + s.first * H * Dk, dv + s.first * H * Dv, &parts,
-        slice(d_state_k_in, s.index, nk), slice(d_state_v_in, s.index, nv));
-    if (status != FSATTN_OK) {
-      for (float *g : {dq, dk}) poison(g, size_t(T * H * Dk));
-      poison(dv, size_t(T * H * Dv));
-      for (Grad &g : grads) poison(g.out, g.part.size());
-      poison(d_state_k_in, NS * nk, seeds[0].empty() ? restore_of(states[0]) : restore_of(seeds[0]));
-      poison(d_state_v_in, NS * nv, seeds[1].empty() ? restore_of(states[1]) : restore_of(seeds[1]));
-      return status;
-    }
-    for (Grad &g : grads) {
-      for (size_t i = 0; i < g.part.size(); ++i) g.total[i] += g.part[i];
-    }
-  }
-  for (Grad &g : grads) {
-    if (g.out != nullptr) std::copy(g.total.begin(), g.total.end(), g.out);
-  }
-  return FSATTN_OK;
+  VarlenBackward b{size_t(2 * M * Dk * H), size_t(2 * M * Dv * H), state_k_in, state_v_in, d_state_k_out,
+                   d_state_v_out, d_state_k_in, d_state_v_in,
+                   {{dq, size_t(T * H * Dk)}, {dk, size_t(T * H * Dk)}, {dv, size_t(T * H * Dv)}},
+                   {SummedGradient(want.gk, size_t(H * Dk)), SummedGradient(want.bk, size_t(H * Dk)),
+                    SummedGradient(want.gv, size_t(H * Dv)), SummedGradient(want.bv, size_t(H * Dv)),
+                    SummedGradient(want.log_dt, size_t(H)), SummedGradient(want.A_re_log, size_t(H * M)),
+                    SummedGradient(want.A_im, size_t(H * M)), SummedGradient(want.B, size_t(2 * H * M)),
+                    SummedGradient(want.C, size_t(2 * H * M * M))}};
+  std::vector<SummedGradient> &g = b.params;
+  const fsattn_ida_grads parts{g[0].part_data(), g[1].part_data(), g[2].part_data(), g[3].part_data(), g[4].part_data(),
+                               g[5].part_data(), g[6].part_data(), g[7].part_data(), g[8].part_data()};
+  return backward_by_sequence(
+      dims, b,
+      [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, const float *dsk,
+          const float *dsv, float *dski, float *dsvi) {
+        return ida_backward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
+                            d_o + s.first * H * Dv, dsk, dsv, dq + s.first * H * Dk, dk + s.first * H * Dk,
+                            dv + s.first * H * Dv, &parts, dski, dsvi);
+      });
 }
 
 fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
@@ -196,9 +164,6 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   // Initial states and final-state gradients that overlap the initial-state gradients written
   // over them are read from copies (and restored from them if the call fails).
   std::vector<float> state_copies[2], seed_copies[2];
-  auto restore = [&](int i) {
-    return seed_copies[i].empty() ? restore_of(state_copies[i]) : restore_of(seed_copies[i]);
-  };
   // A NULL dp, or a NULL member, skips that gradient (a sink the kernel writes one value of).
   const fsattn_ida_grads none{};
   const fsattn_ida_grads &g = dp != nullptr ? *dp : none;
@@ -217,8 +182,8 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   args.summed(state_output(g.log_dt, {H}));
   args.summed(state_output(g.A_re_log, {M, H})).summed(state_output(g.A_im, {M, H}));
   args.summed(state_output(g.B, {2, M, H})).summed(state_output(g.C, {2, M, M, H}));
-  args.output(state_output(d_state_k_in, {2, Dk, M, H, B}), restore(0));
-  args.output(state_output(d_state_v_in, {2, Dv, M, H, B}), restore(1));
+  args.output(state_output(d_state_k_in, {2, Dk, M, H, B}), restore_of(seed_copies[0], state_copies[0]));
+  args.output(state_output(d_state_v_in, {2, Dv, M, H, B}), restore_of(seed_copies[1], state_copies[1]));
   return args.run(*kernel, B);
 }
 

@@ -59,6 +59,11 @@ Tensor state_input(const float *in, const float *out, std::initializer_list<int6
                    std::vector<float> &copy);
 // The copy state_input made of an initial state, or NULL when it made none.
 inline const float *restore_of(const std::vector<float> &copy) { return copy.empty() ? nullptr : copy.data(); }
+// An initial-state gradient written over its final-state gradient (`seed` copied) or over
+// its initial state (`state` copied): the memory to restore if the call fails.
+inline const float *restore_of(const std::vector<float> &seed, const std::vector<float> &state) {
+  return seed.empty() ? restore_of(state) : restore_of(seed);
+}
 // A final state (NULL: a sink that is written and never read).
 Tensor state_output(float *out, std::initializer_list<int64_t> extents);
 
