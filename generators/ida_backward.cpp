@@ -51,13 +51,17 @@ IdaBackwardStages ida_backward_algorithm(const IdaBackwardInputs &in, int chunk,
 
   // The feature maps' adjoints (SPEC.md §1: fq = xi(q), kt = rms(xi(k)) gk + bk,
   // vt = rms(v) gv + bv), per token.
-  const Expr tk = x.i, tc = x.c;  // (r, i, c, h, b) stages below
-  auto per_token = [&](const Func &fn, const RDom &r) { return fn(r, tk, tc, x.h, x.b); };
+  // Each norm's adjoint needs one sum over the channels per token: (i, c, h, b) =
+  // Σ_r a(r) b(r), with a, b stages (r, i, c, h, b).
+  auto channel_dot = [&](const std::string &name, const Expr &channels, RDom &r, const Func &a, const Func &b) {
+    r = RDom(0, channels, "r_" + name);
+    Func dot(name);
+    dot(x.i, x.c, x.h, x.b) = 0.0f;
+    dot(x.i, x.c, x.h, x.b) += a(r, x.i, x.c, x.h, x.b) * b(r, x.i, x.c, x.h, x.b);
+    return dot;
+  };
   const Func &dfq = s.dfq_read.out, &dkt = s.dkt_read.out, &dvt = s.dvt_read.out;
-  s.r_qdot = RDom(0, dk, "r_qdot");
-  s.q_dot = Func("q_dot");
-  s.q_dot(x.i, x.c, x.h, x.b) = 0.0f;
-  s.q_dot(x.i, x.c, x.h, x.b) += per_token(dfq, s.r_qdot) * per_token(ft.fq, s.r_qdot);
+  s.q_dot = channel_dot("q_dot", dk, s.r_qdot, dfq, ft.fq);
   Func dq_chunked("dq_chunked");
   dq_chunked(x.r, x.i, x.c, x.h, x.b) =
       (dfq(x.r, x.i, x.c, x.h, x.b) - ft.fq(x.r, x.i, x.c, x.h, x.b) * s.q_dot(x.i, x.c, x.h, x.b)) /
@@ -66,34 +70,26 @@ IdaBackwardStages ida_backward_algorithm(const IdaBackwardInputs &in, int chunk,
   const Expr k_norm = sqrt(ft.k_ssq(x.i, x.c, x.h, x.b) + eps), k_rms = sqrt(ft.k_msq(x.i, x.c, x.h, x.b) + eps);
   s.kn = Func("kn");
   s.kn(x.r, x.i, x.c, x.h, x.b) = ft.k_act(x.r, x.i, x.c, x.h, x.b) / k_norm / k_rms;
-  Func g_kn("g_kn");
+  Func g_kn("g_kn"), xi_k("xi_k");
   g_kn(x.r, x.i, x.c, x.h, x.b) = dkt(x.r, x.i, x.c, x.h, x.b) * in.forward.gk(x.r, x.h);
-  s.r_kdot = RDom(0, dk, "r_kdot");
-  s.k_dot = Func("k_dot");
-  s.k_dot(x.i, x.c, x.h, x.b) = 0.0f;
-  s.k_dot(x.i, x.c, x.h, x.b) += per_token(g_kn, s.r_kdot) * per_token(s.kn, s.r_kdot);
+  xi_k(x.r, x.i, x.c, x.h, x.b) = ft.k_act(x.r, x.i, x.c, x.h, x.b) / k_norm;
+  s.k_dot = channel_dot("k_dot", dk, s.r_kdot, g_kn, s.kn);
   s.g_xk = Func("g_xk");
   s.g_xk(x.r, x.i, x.c, x.h, x.b) =
       (g_kn(x.r, x.i, x.c, x.h, x.b) - s.kn(x.r, x.i, x.c, x.h, x.b) * s.k_dot(x.i, x.c, x.h, x.b) / cast<float>(dk)) /
       k_rms;
-  s.r_kxdot = RDom(0, dk, "r_kxdot");
-  s.k_xdot = Func("k_xdot");
-  s.k_xdot(x.i, x.c, x.h, x.b) = 0.0f;
-  s.k_xdot(x.i, x.c, x.h, x.b) += per_token(s.g_xk, s.r_kxdot) * ft.k_act(s.r_kxdot, x.i, x.c, x.h, x.b) / k_norm;
+  s.k_xdot = channel_dot("k_xdot", dk, s.r_kxdot, s.g_xk, xi_k);
   Func dk_chunked("dk_chunked");
   dk_chunked(x.r, x.i, x.c, x.h, x.b) =
-      (s.g_xk(x.r, x.i, x.c, x.h, x.b) - ft.k_act(x.r, x.i, x.c, x.h, x.b) / k_norm * s.k_xdot(x.i, x.c, x.h, x.b)) /
-      k_norm * silu_grad(ft.k(x.r, x.i, x.c, x.h, x.b));
+      (s.g_xk(x.r, x.i, x.c, x.h, x.b) - xi_k(x.r, x.i, x.c, x.h, x.b) * s.k_xdot(x.i, x.c, x.h, x.b)) / k_norm *
+      silu_grad(ft.k(x.r, x.i, x.c, x.h, x.b));
 
   const Expr v_rms = sqrt(ft.v_msq(x.i, x.c, x.h, x.b) + eps);
   s.vn = Func("vn");
   s.vn(x.r, x.i, x.c, x.h, x.b) = ft.v(x.r, x.i, x.c, x.h, x.b) / v_rms;
   Func g_vn("g_vn");
   g_vn(x.r, x.i, x.c, x.h, x.b) = dvt(x.r, x.i, x.c, x.h, x.b) * in.forward.gv(x.r, x.h);
-  s.r_vdot = RDom(0, dv, "r_vdot");
-  s.v_dot = Func("v_dot");
-  s.v_dot(x.i, x.c, x.h, x.b) = 0.0f;
-  s.v_dot(x.i, x.c, x.h, x.b) += per_token(g_vn, s.r_vdot) * per_token(s.vn, s.r_vdot);
+  s.v_dot = channel_dot("v_dot", dv, s.r_vdot, g_vn, s.vn);
   Func dv_chunked("dv_chunked");
   dv_chunked(x.r, x.i, x.c, x.h, x.b) =
       (g_vn(x.r, x.i, x.c, x.h, x.b) - s.vn(x.r, x.i, x.c, x.h, x.b) * s.v_dot(x.i, x.c, x.h, x.b) / cast<float>(dv)) /

@@ -285,10 +285,9 @@ void schedule_bla_backward_cpu(BlaBackwardStages &s, const CpuKnobs &k) {
   schedule_bla_slot_output_cpu(s.dk, s.dk_read, s.key_adj_in, k);
   schedule_bla_slot_output_cpu(s.dv, s.dv_read, s.value_adj_in, k);
 
-  // The d log γ sums, vectorized over the slot or channel, parallel over batch × head, each
-  // token's (or chunk's) row read whole before the next.
-  // Over tokens, the heads of a token are adjacent in memory: they are the innermost loop but
-  // one, and the batch is the parallel loop. Over chunk states, heads are far apart.
+  // The d log γ sums, vectorized over the slot or channel. Over tokens, the heads of a token
+  // are adjacent in memory: they are the innermost loop but one, and the batch is the
+  // parallel loop. Over chunk states, heads are far apart: parallel over batch × head.
   for (Func f : {s.slot_terms, s.k_terms, s.v_terms}) {
     const Var vec = f.args()[0];
     f.compute_root().parallel(x.b).vectorize(vec, k.vector, kTail);
