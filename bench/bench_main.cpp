@@ -1,10 +1,17 @@
-// fsattn-bench: every compiled CPU variant of every kernel, on the shapes of the issues.
-// Reports time, tokens/s and GFLOP/s (flops.h gives the count).
+// fsattn-bench: every compiled variant of every kernel, CPU and CUDA, on the shapes of the
+// issues. Reports time, tokens/s and GFLOP/s (flops.h gives the count); CUDA kernels also
+// GB/s and the fractions of the H200's measured ceilings. CUDA benchmarks are registered
+// only where a GPU is present.
 #include "flops.h"
 #include "test_util.h"
 
+#ifdef FSATTN_BENCH_CUDA
+#include "gpu/device_calls.h"
+#endif
+
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -114,6 +121,208 @@ void bla_step(benchmark::State &state, int64_t B) {
   time_step(state, c, c.params(), fsattn_bla_step, c.state_k.f.size() + c.state_v.f.size());
 }
 
+
+#ifdef FSATTN_BENCH_CUDA
+// ---- CUDA ----------------------------------------------------------------------------------
+// Each benchmark warms up (module load and PTX compilation, workspace allocation), then times
+// kGpuRuns calls one by one with CUDA events on the default stream and reports their median
+// as the iteration time. Ceilings measured on the H200 (issue 5): 4.27 TB/s device-to-device
+// copy, about 60 TFLOP/s fp32.
+constexpr int kGpuRuns = 25;
+constexpr double kGpuBytesPerSecond = 4.27e12, kGpuFlopsPerSecond = 60e12;
+
+// Times call() (one or more API calls on the default stream) and reports the median.
+template <typename Call>
+void time_gpu(benchmark::State &state, Call call, double tokens, double flops, double bytes) {
+  const cu::Driver *d = gpu();
+  cu::Event start = nullptr, stop = nullptr;
+  d->EventCreate(&start, 0);
+  d->EventCreate(&stop, 0);
+  for (int i = 0; i < 3; ++i) {
+    if (call() != FSATTN_OK) {
+      state.SkipWithError(fsattn_last_error());
+      return;
+    }
+  }
+  d->CtxSynchronize();
+  for (auto _ : state) {
+    std::vector<float> ms(kGpuRuns);
+    for (float &t : ms) {
+      d->EventRecord(start, nullptr);
+      call();
+      d->EventRecord(stop, nullptr);
+      d->EventSynchronize(stop);
+      d->EventElapsedTime(&t, start, stop);
+    }
+    std::nth_element(ms.begin(), ms.begin() + kGpuRuns / 2, ms.end());
+    state.SetIterationTime(ms[kGpuRuns / 2] * 1e-3);
+  }
+  d->EventDestroy(start);
+  d->EventDestroy(stop);
+  state.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  // Fractions of the ceilings, from the per-iteration rates divided by them.
+  state.counters["of_fp32_peak"] =
+      benchmark::Counter(flops / kGpuFlopsPerSecond, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["of_copy_bw"] = benchmark::Counter(bytes / kGpuBytesPerSecond, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Bytes a pass must move at least: each activation read once, each output written once.
+double activation_bytes(int64_t B, int64_t T, int64_t H, int64_t D, int tensors) {
+  return double(B) * T * H * D * sizeof(float) * tensors;
+}
+
+// with_backward: a forward call then a backward call (a training step's work). The final
+// states are written (a layer keeps them for decoding), and the backward writes the initial
+// states' gradients over them (the autoscheduled builds need every output whole); it gets
+// no final-state gradients.
+void ida_cuda(benchmark::State &state, std::string variant, ref::IdaShape s, bool with_backward) {
+  IdaCase c = make_ida_case(s, 42, false);
+  IdaUpstream u = make_ida_upstream(c, 43, false);
+  DeviceArena a;
+  const fsattn_ida_params p = device_params(a, c);
+  float *q = a.up(c.q), *k = a.up(c.k), *v = a.up(c.v), *o = a.out(c.v.f.size()), *d_o = a.up(u.d_o);
+  float *sk = a.out(s.B * s.H * s.M * s.Dk * 2), *sv = a.out(s.B * s.H * s.M * s.Dv * 2);
+  float *dq = a.out(c.q.f.size()), *dk = a.out(c.k.f.size()), *dv = a.out(c.v.f.size());
+  const fsattn_ida_grads g{a.out(s.H * s.Dk), a.out(s.H * s.Dk), a.out(s.H * s.Dv), a.out(s.H * s.Dv), a.out(s.H),
+                           a.out(s.H * s.M), a.out(s.H * s.M), a.out(s.H * s.M * 2), a.out(s.H * s.M * s.M * 2)};
+  const fsattn_exec exec = cuda_exec(nullptr, variant.c_str());
+  const fsattn_dims dims = c.dims();
+  const int L = chunk_of(variant);
+  double flops = double(s.B * s.T * s.H) * bench::ida_forward_flops_per_token(s.M, s.Dk, s.Dv, L);
+  double bytes = activation_bytes(s.B, s.T, s.H, s.Dk, 4);
+  if (with_backward) {
+    flops += double(s.B * s.T * s.H) * bench::ida_backward_flops_per_token(s.M, s.Dk, s.Dv, L);
+    bytes += activation_bytes(s.B, s.T, s.H, s.Dk, 7);  // q, k, v, d_o in; dq, dk, dv out
+  }
+  time_gpu(state, [&] {
+    fsattn_status st = fsattn_ida_forward(&exec, &dims, &p, q, k, v, nullptr, nullptr, o, sk, sv);
+    if (st == FSATTN_OK && with_backward) {
+      st = fsattn_ida_backward(&exec, &dims, &p, q, k, v, nullptr, nullptr, d_o, nullptr, nullptr, dq, dk, dv, &g,
+                               sk, sv);
+    }
+    return st;
+  }, double(s.B * s.T), flops, bytes);
+}
+
+void bla_cuda(benchmark::State &state, std::string variant, ref::BlaShape s, bool with_backward) {
+  BlaCase c = make_bla_case(s, 0, 42, 0.9, false);
+  BlaUpstream u = make_bla_upstream(c, 43, false);
+  DeviceArena a;
+  fsattn_bla_params p = c.params();
+  p.log_gamma = a.up(c.log_gamma);
+  float *q = a.up(c.q), *k = a.up(c.k), *v = a.up(c.v), *o = a.out(c.v.f.size()), *d_o = a.up(u.d_o);
+  float *dq = a.out(c.q.f.size()), *dk = a.out(c.k.f.size()), *dv = a.out(c.v.f.size()), *dlg = a.out(s.H);
+  float *sk = a.out(s.B * s.H * s.S * s.Dk), *sv = a.out(s.B * s.H * s.S * s.Dv);
+  const fsattn_exec exec = cuda_exec(nullptr, variant.c_str());
+  const fsattn_dims dims = c.dims();
+  const int L = chunk_of(variant);
+  double flops = double(s.B * s.T * s.H) * bench::bla_forward_flops_per_token(double(s.S), s.Dk, s.Dv, L);
+  double bytes = activation_bytes(s.B, s.T, s.H, s.Dk, 4);
+  if (with_backward) {
+    flops += double(s.B * s.T * s.H) * bench::bla_backward_flops_per_token(double(s.S), s.Dk, s.Dv, L);
+    bytes += activation_bytes(s.B, s.T, s.H, s.Dk, 7);
+  }
+  time_gpu(state, [&] {
+    fsattn_status st = fsattn_bla_forward(&exec, &dims, &p, q, k, v, nullptr, nullptr, o, sk, sv);
+    if (st == FSATTN_OK && with_backward) {
+      st = fsattn_bla_backward(&exec, &dims, &p, q, k, v, nullptr, nullptr, d_o, nullptr, nullptr, dq, dk, dv, dlg,
+                               sk, sv);
+    }
+    return st;
+  }, double(s.B * s.T), flops, bytes);
+}
+
+// One decoding step at B sequences on the GPU (H=32, Dk=Dv=64, M=S=64): states in place.
+template <typename Case, typename Params, typename Step>
+void step_cuda(benchmark::State &state, const Case &c, Params p, Step step, size_t state_floats) {
+  DeviceArena a;
+  float *q = a.up(c.q), *k = a.up(c.k), *v = a.up(c.v), *sk = a.up(c.state_k), *sv = a.up(c.state_v);
+  float *o = a.out(c.s.B * c.s.H * c.s.Dv);
+  const fsattn_exec exec = cuda_exec();
+  const fsattn_dims dims = c.dims();
+  time_gpu(state, [&] { return step(&exec, &dims, &p, q, k, v, sk, sv, o); }, double(c.s.B), 0.0,
+           2.0 * double(state_floats) * sizeof(float));
+}
+
+void ida_step_cuda(benchmark::State &state, int64_t B) {
+  IdaCase c = make_ida_case({B, 1, 32, 64, 64, 64}, 42, true);
+  DeviceArena a;
+  step_cuda(state, c, device_params(a, c), fsattn_ida_step, c.state_k.f.size() + c.state_v.f.size());
+}
+
+void bla_step_cuda(benchmark::State &state, int64_t B) {
+  BlaCase c = make_bla_case({B, 1, 32, 64, 64, 31, 256.0, 64}, 1000, 42, 0.9, true);
+  DeviceArena a;
+  fsattn_bla_params p = c.params();
+  p.log_gamma = a.up(c.log_gamma);
+  step_cuda(state, c, p, fsattn_bla_step, c.state_k.f.size() + c.state_v.f.size());
+}
+
+// The CUDA issue's shape: B=8, T=4096, H=16, Dk=Dv=64, 64 modes or slots (BLA: M=31, W=256).
+const ref::IdaShape kIdaGpuShape{8, 4096, 16, 64, 64, 64};
+const ref::BlaShape kBlaGpuShape{8, 4096, 16, 64, 64, 31, 256.0, 64};
+
+// The CUDA variants of an op: every one, or (all = false) the hand schedules only.
+std::vector<std::string> cuda_variants(fsattn_op op, bool all = true) {
+  std::vector<std::string> v;
+  for (int i = 0; i < fsattn_variant_count(op, FSATTN_DEVICE_CUDA); ++i) {
+    const std::string name = fsattn_variant_name(op, FSATTN_DEVICE_CUDA, i);
+    if (all || !is_baseline(name)) v.push_back(name);
+  }
+  return v;
+}
+
+// The shape the autoscheduled baselines are built for (the CPU benchmark's).
+const ref::IdaShape kIdaBaselineShape{2, 2048, 4, 64, 64, 64};
+const ref::BlaShape kBlaBaselineShape{2, 2048, 4, 64, 64, 31, 256.0, 64};
+
+void register_cuda() {
+  if (gpu() == nullptr) return;
+  auto configure = [](benchmark::internal::Benchmark *b) {
+    b->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+  };
+  // Every CUDA variant, the Li2018 builds included, at the baselines' shape.
+  const std::string small = "/B=2,T=2048,H=4";
+  for (const std::string &v : cuda_variants(FSATTN_OP_IDA_FORWARD)) {
+    configure(benchmark::RegisterBenchmark(("ida_forward/cuda/" + v + small).c_str(), ida_cuda, v, kIdaBaselineShape, false));
+  }
+  for (const std::string &v : cuda_variants(FSATTN_OP_IDA_BACKWARD)) {
+    configure(benchmark::RegisterBenchmark(("ida_forward+backward/cuda/" + v + small).c_str(), ida_cuda, v,
+                                           kIdaBaselineShape, true));
+  }
+  for (const std::string &v : cuda_variants(FSATTN_OP_BLA_FORWARD)) {
+    configure(benchmark::RegisterBenchmark(("bla_forward/cuda/" + v + small).c_str(), bla_cuda, v, kBlaBaselineShape, false));
+  }
+  for (const std::string &v : cuda_variants(FSATTN_OP_BLA_BACKWARD)) {
+    configure(benchmark::RegisterBenchmark(("bla_forward+backward/cuda/" + v + small).c_str(), bla_cuda, v,
+                                           kBlaBaselineShape, true));
+  }
+  // The hand schedules at the CUDA issue's shape (the baselines refuse it).
+  for (const std::string &v : cuda_variants(FSATTN_OP_IDA_FORWARD, false)) {
+    configure(benchmark::RegisterBenchmark(("ida_forward/cuda/" + v).c_str(), ida_cuda, v, kIdaGpuShape, false));
+  }
+  for (const std::string &v : cuda_variants(FSATTN_OP_IDA_BACKWARD, false)) {
+    configure(benchmark::RegisterBenchmark(("ida_forward+backward/cuda/" + v).c_str(), ida_cuda, v, kIdaGpuShape, true));
+  }
+  for (const std::string &v : cuda_variants(FSATTN_OP_BLA_FORWARD, false)) {
+    configure(benchmark::RegisterBenchmark(("bla_forward/cuda/" + v).c_str(), bla_cuda, v, kBlaGpuShape, false));
+  }
+  for (const std::string &v : cuda_variants(FSATTN_OP_BLA_BACKWARD, false)) {
+    configure(benchmark::RegisterBenchmark(("bla_forward+backward/cuda/" + v).c_str(), bla_cuda, v, kBlaGpuShape, true));
+  }
+  for (int64_t B : {1, 4, 16, 64, 256}) {
+    const std::string batch = "/B=" + std::to_string(B);
+    for (auto *b : {benchmark::RegisterBenchmark(("ida_step/cuda" + batch).c_str(), ida_step_cuda, B),
+                    benchmark::RegisterBenchmark(("bla_step/cuda" + batch).c_str(), bla_step_cuda, B)}) {
+      configure(b);
+      b->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+#endif
+
 // The shape of the IDA issue: B=2, T=2048, H=4, Dk=Dv=64, M=64.
 const ref::IdaShape kIdaShape{2, 2048, 4, 64, 64, 64};
 // The shape of the BLA issue: B=2, T=2048, H=4, Dk=Dv=64, S=64, M=31, W=256.
@@ -143,6 +352,9 @@ int register_all() {
       b->Unit(benchmark::kMicrosecond);
     }
   }
+#ifdef FSATTN_BENCH_CUDA
+  register_cuda();
+#endif
   return 0;
 }
 const int registered = register_all();

@@ -3,6 +3,7 @@
 #include "bla_backward.h"
 #include "scan_generator_params.h"
 #include "schedules/cpu.h"
+#include "schedules/cuda.h"
 
 using namespace Halide;
 
@@ -63,7 +64,8 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
     dq = stages.dq;
     dk = stages.dk;
     dv = stages.dv;
-    d_log_gamma = batch_sum(stages.d_log_gamma, q.dim(3).extent(), "d_log_gamma_sum");
+    sums = {batch_sum(stages.d_log_gamma, q.dim(3).extent(), "d_log_gamma_sum")};
+    d_log_gamma = sums[0];
     d_state_k_in = stages.d_state_k_in;
     d_state_v_in = stages.d_state_v_in;
   }
@@ -88,10 +90,15 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
       narrow_autoscheduler_beam();
       return;
     }
-    schedule_bla_backward_cpu(stages, cpu_knobs(get_target()));
+    if (get_target().has_feature(Target::CUDA)) {
+      schedule_bla_backward_cuda(stages, sums, cuda_knobs());
+    } else {
+      schedule_bla_backward_cpu(stages, cpu_knobs(get_target()));
+    }
   }
 
  private:
+  std::vector<Func> sums;  // the parameter gradients, summed over the batch
   BlaBackwardStages stages{BlaForwardStages{ChunkGrid(Expr(0), 1)}};
 };
 

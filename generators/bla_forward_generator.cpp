@@ -3,6 +3,7 @@
 #include "bla_forward.h"
 #include "scan_generator_params.h"
 #include "schedules/cpu.h"
+#include "schedules/cuda.h"
 
 using namespace Halide;
 
@@ -79,7 +80,11 @@ class BlaForwardGenerator : public Generator<BlaForwardGenerator>, public ScanGe
       return;
     }
 
-    schedule_bla_forward_cpu(stages, cpu_knobs(get_target()));
+    if (get_target().has_feature(Target::CUDA)) {
+      schedule_bla_forward_cuda(stages, cuda_knobs());
+    } else {
+      schedule_bla_forward_cpu(stages, cpu_knobs(get_target()));
+    }
   }
 
  private:

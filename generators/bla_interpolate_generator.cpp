@@ -2,6 +2,7 @@
 // state by Dirichlet interpolation (dirichlet.h). Schedules in schedules/.
 #include "dirichlet.h"
 #include "schedules/cpu.h"
+#include "schedules/cuda.h"
 
 using namespace Halide;
 
@@ -10,6 +11,7 @@ namespace fsattn {
 class BlaInterpolateGenerator : public Generator<BlaInterpolateGenerator> {
  public:
   GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
+  GeneratorParam<int> threads{"threads", 128};  // CUDA threads per block
 
   Input<Buffer<float>> state{"state", 4};  // [B,H,S,D] as (r, m, h, b)
   Input<Buffer<double>> lags{"lags", 1};   // [N] as (n): lag 0 is the newest token
@@ -33,6 +35,12 @@ class BlaInterpolateGenerator : public Generator<BlaInterpolateGenerator> {
     modes.set_estimate(31);
     out.set_estimates({{0, D}, {0, N}, {0, H}, {0, B}});
     if (auto_schedule) return;
+    if (get_target().has_feature(Target::CUDA)) {
+      CudaKnobs gpu;
+      gpu.threads = threads;
+      schedule_bla_interpolate_cuda(stages, gpu);
+      return;
+    }
     CpuKnobs knobs;
     knobs.vector = vector > 0 ? int(vector) : get_target().natural_vector_size<float>();
     schedule_bla_interpolate_cpu(stages, knobs);

@@ -2,6 +2,8 @@
 
 #include "dirichlet.h"
 
+#include <limits>
+
 using namespace Halide;
 
 namespace fsattn {
@@ -11,7 +13,12 @@ BlaWrites bla_writes(const Func &log_gamma, const Expr &phase, const Expr &modes
   const Vars &x = vars();
   BlaWrites w;
   w.gamma_pow = Func("gamma_pow");
-  w.gamma_pow(x.n, x.h) = exp(cast<float>(x.n) * log_gamma(x.h));
+  // A log γ outside [-inf < log γ <= 0] gives NaN, so that every output it reaches is NaN:
+  // the CPU entry points refuse such values, but a CUDA call's parameters are device memory
+  // that the host does not read.
+  Expr lg = log_gamma(x.h);
+  w.gamma_pow(x.n, x.h) = select(lg <= 0.0f && lg > Float(32).min(), exp(cast<float>(x.n) * lg),
+                                 Expr(std::numeric_limits<float>::quiet_NaN()));
   w.decay_pow = CxFunc("bla_decay_pow", true);
   w.decay_pow.define({x.n, x.m, x.h}, Cx(w.gamma_pow(x.n, x.h)));
 

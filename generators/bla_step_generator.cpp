@@ -1,6 +1,7 @@
 // Generator `bla_step`: one BLA decoding step (SPEC.md §5). Algorithm in step.cpp, schedules
 // in schedules/.
 #include "schedules/cpu.h"
+#include "schedules/cuda.h"
 #include "step.h"
 
 using namespace Halide;
@@ -10,6 +11,7 @@ namespace fsattn {
 class BlaStepGenerator : public Generator<BlaStepGenerator> {
  public:
   GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
+  GeneratorParam<int> threads{"threads", 128};  // CUDA threads per block
 
   Input<Buffer<float>> q{"q", 4};                  // [B,1,H,Dk] as (d, h, t, b)
   Input<Buffer<float>> k{"k", 4};                  // [B,1,H,Dk] as (d, h, t, b)
@@ -37,6 +39,12 @@ class BlaStepGenerator : public Generator<BlaStepGenerator> {
   }
 
   void schedule() {
+    if (get_target().has_feature(Target::CUDA)) {
+      CudaKnobs gpu;
+      gpu.threads = threads;
+      schedule_bla_step_cuda(stages, gpu);
+      return;
+    }
     CpuKnobs k;
     k.vector = vector > 0 ? int(vector) : get_target().natural_vector_size<float>();
     schedule_bla_step_cpu(stages, k);

@@ -3,6 +3,7 @@
 #include "ida_backward.h"
 #include "scan_generator_params.h"
 #include "schedules/cpu.h"
+#include "schedules/cuda.h"
 
 using namespace Halide;
 
@@ -62,7 +63,12 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
       c_mix.dim(1).set_bounds(0, kM).dim(2).set_bounds(0, kM).dim(3).set_bounds(0, kH);
     }
     // NULL states and state gradients arrive as one-element zero buffers (see ida_forward).
-    IdaForwardInputs fwd{q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix,
+    // CUDA register tiles may run past the true channel and mode counts (schedules/cuda.cpp):
+    // there the parameters are read through clamped indices.
+    const bool clamp = get_target().has_feature(Target::CUDA);
+    auto param = [&](Input<Buffer<float>> &p) { return clamp ? BoundaryConditions::repeat_edge(p) : Func(p); };
+    IdaForwardInputs fwd{q, k, v, param(gk), param(bk), param(gv), param(bv), param(log_dt), param(a_re_log),
+                        param(a_im), param(b_mode), param(c_mix),
                          BoundaryConditions::repeat_edge(state_k_in),
                          BoundaryConditions::repeat_edge(state_v_in),
                          eps, q.dim(0).extent(), v.dim(0).extent(), a_im.dim(0).extent(), q.dim(2).extent()};
@@ -73,15 +79,20 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
     dk = stages.dk;
     dv = stages.dv;
     const Expr batches = q.dim(3).extent();
-    d_gk = batch_sum(stages.d_gk, batches, "d_gk_sum");
-    d_bk = batch_sum(stages.d_bk, batches, "d_bk_sum");
-    d_gv = batch_sum(stages.d_gv, batches, "d_gv_sum");
-    d_bv = batch_sum(stages.d_bv, batches, "d_bv_sum");
-    d_log_dt = batch_sum(stages.d_log_dt, batches, "d_log_dt_sum");
-    d_a_re_log = batch_sum(stages.d_a_re_log, batches, "d_a_re_log_sum");
-    d_a_im = batch_sum(stages.d_a_im, batches, "d_a_im_sum");
-    d_b_mode = batch_sum(stages.d_b_mode, batches, "d_b_mode_sum");
-    d_c_mix = batch_sum(stages.d_c_mix, batches, "d_c_mix_sum");
+    sums = {batch_sum(stages.d_gk, batches, "d_gk_sum"),         batch_sum(stages.d_bk, batches, "d_bk_sum"),
+            batch_sum(stages.d_gv, batches, "d_gv_sum"),         batch_sum(stages.d_bv, batches, "d_bv_sum"),
+            batch_sum(stages.d_log_dt, batches, "d_log_dt_sum"), batch_sum(stages.d_a_re_log, batches, "d_a_re_log_sum"),
+            batch_sum(stages.d_a_im, batches, "d_a_im_sum"),     batch_sum(stages.d_b_mode, batches, "d_b_mode_sum"),
+            batch_sum(stages.d_c_mix, batches, "d_c_mix_sum")};
+    d_gk = sums[0];
+    d_bk = sums[1];
+    d_gv = sums[2];
+    d_bv = sums[3];
+    d_log_dt = sums[4];
+    d_a_re_log = sums[5];
+    d_a_im = sums[6];
+    d_b_mode = sums[7];
+    d_c_mix = sums[8];
     d_state_k_in = stages.d_state_k_in;
     d_state_v_in = stages.d_state_v_in;
   }
@@ -112,10 +123,15 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
       narrow_autoscheduler_beam();
       return;
     }
-    schedule_ida_backward_cpu(stages, cpu_knobs(get_target()));
+    if (get_target().has_feature(Target::CUDA)) {
+      schedule_ida_backward_cuda(stages, sums, cuda_knobs());
+    } else {
+      schedule_ida_backward_cpu(stages, cpu_knobs(get_target()));
+    }
   }
 
  private:
+  std::vector<Func> sums;  // the parameter gradients, summed over the batch
   IdaBackwardStages stages{IdaForwardStages{ChunkGrid(Expr(0), 1)}};
 };
 

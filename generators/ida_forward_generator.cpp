@@ -3,6 +3,7 @@
 #include "ida_forward.h"
 #include "scan_generator_params.h"
 #include "schedules/cpu.h"
+#include "schedules/cuda.h"
 
 using namespace Halide;
 
@@ -48,7 +49,12 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator>, public ScanGe
     }
     // A NULL initial state arrives as a one-element zero buffer; repeat_edge reads it
     // everywhere. A real state has the full extent, so the clamp never moves an index.
-    IdaForwardInputs in{q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix,
+    // CUDA register tiles may run past the true channel and mode counts (schedules/cuda.cpp):
+    // there the parameters are read through clamped indices.
+    const bool clamp = get_target().has_feature(Target::CUDA);
+    auto param = [&](Input<Buffer<float>> &p) { return clamp ? BoundaryConditions::repeat_edge(p) : Func(p); };
+    IdaForwardInputs in{q, k, v, param(gk), param(bk), param(gv), param(bv), param(log_dt), param(a_re_log),
+                        param(a_im), param(b_mode), param(c_mix),
                         BoundaryConditions::repeat_edge(state_k_in),
                         BoundaryConditions::repeat_edge(state_v_in),
                         eps, q.dim(0).extent(), v.dim(0).extent(), a_im.dim(0).extent(),
@@ -81,7 +87,11 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator>, public ScanGe
       return;
     }
 
-    schedule_ida_forward_cpu(stages, cpu_knobs(get_target()));
+    if (get_target().has_feature(Target::CUDA)) {
+      schedule_ida_forward_cuda(stages, cuda_knobs());
+    } else {
+      schedule_ida_forward_cpu(stages, cpu_knobs(get_target()));
+    }
   }
 
  private:

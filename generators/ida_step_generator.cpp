@@ -1,6 +1,7 @@
 // Generator `ida_step`: one IDA decoding step (SPEC.md §5). Algorithm in step.cpp, schedules
 // in schedules/.
 #include "schedules/cpu.h"
+#include "schedules/cuda.h"
 #include "step.h"
 
 using namespace Halide;
@@ -10,6 +11,7 @@ namespace fsattn {
 class IdaStepGenerator : public Generator<IdaStepGenerator> {
  public:
   GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
+  GeneratorParam<int> threads{"threads", 128};  // CUDA threads per block
 
   Input<Buffer<float>> q{"q", 4};            // [B,1,H,Dk] as (d, h, t, b)
   Input<Buffer<float>> k{"k", 4};            // [B,1,H,Dk] as (d, h, t, b)
@@ -41,6 +43,12 @@ class IdaStepGenerator : public Generator<IdaStepGenerator> {
   }
 
   void schedule() {
+    if (get_target().has_feature(Target::CUDA)) {
+      CudaKnobs gpu;
+      gpu.threads = threads;
+      schedule_ida_step_cuda(stages, gpu);
+      return;
+    }
     CpuKnobs k;
     k.vector = vector > 0 ? int(vector) : get_target().natural_vector_size<float>();
     schedule_ida_step_cpu(stages, k);

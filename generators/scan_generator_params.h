@@ -18,6 +18,8 @@ class ScanGeneratorParams {
   Halide::GeneratorParam<int> vector{"vector", 0};            // 0: the target's natural width
   Halide::GeneratorParam<int> tile_vectors{"tile_vectors", 2};  // register tiles (knobs.h)
   Halide::GeneratorParam<int> tile_rows{"tile_rows", 4};
+  Halide::GeneratorParam<int> threads{"threads", 128};        // CUDA threads per block
+  Halide::GeneratorParam<int> gpu_tile{"gpu_tile", 1};        // CUDA register tiles (knobs.h)
   // The form Halide 14's autoschedulers can schedule, for the baselines: intra-chunk
   // reductions masked (ChunkGrid::masked), and the channel, mode/slot and head counts fixed
   // to the benchmark shape's (they unroll loops whose extents are not constants otherwise).
@@ -30,6 +32,14 @@ class ScanGeneratorParams {
     k.vector = vector > 0 ? int(vector) : target.natural_vector_size<float>();
     k.tile_vectors = tile_vectors;
     k.tile_rows = tile_rows;
+    return k;
+  }
+
+  CudaKnobs cuda_knobs() const {
+    CudaKnobs k;
+    k.chunk = chunk;
+    k.threads = threads;
+    k.tile = gpu_tile;
     return k;
   }
 

@@ -14,3 +14,15 @@ struct CpuKnobs {
 };
 
 }  // namespace fsattn
+
+namespace fsattn {
+
+struct CudaKnobs {
+  int chunk = 64;     // tokens per chunk (L)
+  int threads = 128;  // threads per block of every stage's kernel
+  // Register tiles of the reductions (matmul-like stages): each thread accumulates a
+  // tile × tile block of outputs over the first two dimensions; 1: one output per thread.
+  int tile = 1;
+};
+
+}  // namespace fsattn

@@ -2,6 +2,7 @@
 // which bla_reference_test checks against finite differences; determinism, and the argument
 // checks the backward adds to the forward's.
 #include "expect_match.h"
+#include "shapes.h"
 
 #include <gtest/gtest.h>
 
@@ -12,24 +13,9 @@ namespace {
 
 constexpr double kGradTol = 1e-4;  // SPEC.md §4
 
-struct Shape {
-  const char *what;
-  ref::BlaShape s;
-  int64_t pos0;
-};
+using Shape = BlaShapeCase;
 
-// The forward suite's odd shapes: T = 1, S = 1, M = 0, non-integer W, Dk != Dv, S != 2M+1,
-// T not a multiple of any chunk length, B·H = 1, T > 2048, a start position far from 0.
-const Shape kShapes[] = {
-    {"T1", {1, 1, 1, 8, 8, 3, 7.0, 7}, 0},
-    {"odd", {2, 37, 3, 16, 24, 5, 20.5, 8}, 3},
-    {"S1", {1, 50, 2, 5, 7, 2, 6.5, 1}, 1},
-    {"M0", {2, 45, 1, 6, 3, 0, 9.25, 5}, 0},
-    {"BH1_tiny_dims", {1, 100, 1, 3, 2, 4, 13.3, 17}, 11},
-    {"S_lt_2M1", {1, 70, 2, 12, 9, 9, 31.0, 6}, 5},
-    {"two_chunks_plus_one", {2, 129, 2, 16, 16, 7, 40.0, 15}, 0},
-    {"long", {1, 2053, 2, 32, 16, 15, 256.0, 31}, 1 << 20},
-};
+const auto &kShapes = kBlaBackwardShapes;  // shapes.h
 
 // with_state: random initial states and final-state gradients; else both NULL.
 class BlaBackward : public ::testing::TestWithParam<std::tuple<Shape, std::string, bool>> {};

@@ -1,6 +1,7 @@
 // fsattn_bla_forward and fsattn_bla_interpolate on the CPU against the float64 reference
 // (SPEC.md §2, §3, §4), and the properties of SPEC.md §2 checked on the kernels themselves.
 #include "expect_match.h"
+#include "shapes.h"
 
 #include <gtest/gtest.h>
 
@@ -11,23 +12,9 @@ namespace {
 
 constexpr double kForwardTol = 1e-5;  // SPEC.md §4
 
-struct Shape {
-  const char *what;
-  ref::BlaShape s;
-  int64_t pos0;
-};
+using Shape = BlaShapeCase;
 
-// Odd shapes: T = 1, S = 1, M = 0, non-integer W, Dk != Dv, S != 2M+1, T not a multiple of
-// any chunk length, B·H = 1, T >= 2048, and a start position far from 0.
-const Shape kShapes[] = {
-    {"T1", {1, 1, 1, 8, 8, 3, 7.0, 7}, 0},
-    {"odd", {2, 37, 3, 16, 24, 5, 20.5, 8}, 3},
-    {"S1", {1, 50, 2, 5, 7, 2, 6.5, 1}, 1},
-    {"M0", {2, 45, 1, 6, 3, 0, 9.25, 5}, 0},
-    {"BH1_tiny_dims", {1, 100, 1, 3, 2, 4, 13.3, 17}, 11},
-    {"S_lt_2M1", {1, 70, 2, 12, 9, 9, 31.0, 6}, 5},
-    {"long", {1, 2053, 2, 32, 16, 15, 256.0, 31}, 1 << 20},
-};
+const auto &kShapes = kBlaForwardShapes;  // shapes.h
 
 class BlaForward : public ::testing::TestWithParam<std::tuple<Shape, std::string, bool>> {};
 

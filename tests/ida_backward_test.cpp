@@ -2,6 +2,7 @@
 // which reference_test checks against finite differences; determinism, NULL gradients and
 // the argument checks the backward adds to the forward's.
 #include "expect_match.h"
+#include "shapes.h"
 
 #include <gtest/gtest.h>
 
@@ -12,21 +13,9 @@ namespace {
 
 constexpr double kGradTol = 1e-4;  // SPEC.md §4
 
-struct Shape {
-  const char *what;
-  ref::IdaShape s;
-};
+using Shape = IdaShapeCase;
 
-// The forward suite's odd shapes: T = 1, Dk != Dv, tiny D, M > D, T not a multiple of any
-// chunk length, T > 2048.
-const Shape kShapes[] = {
-    {"T1", {1, 1, 1, 8, 8, 4}},
-    {"odd", {2, 37, 3, 16, 24, 8}},
-    {"BH1_tiny_dims", {1, 100, 1, 5, 7, 3}},
-    {"M_gt_D", {1, 65, 2, 4, 3, 12}},
-    {"two_chunks_plus_one", {2, 129, 2, 16, 16, 8}},
-    {"long", {1, 2053, 2, 32, 16, 16}},
-};
+const auto &kShapes = kIdaBackwardShapes;  // shapes.h
 
 // with_state: random initial states and final-state gradients; else both NULL.
 class IdaBackward : public ::testing::TestWithParam<std::tuple<Shape, std::string, bool>> {};

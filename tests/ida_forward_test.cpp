@@ -1,5 +1,6 @@
 // fsattn_ida_forward on the CPU against the float64 reference (SPEC.md §1, §3, §4).
 #include "expect_match.h"
+#include "shapes.h"
 
 #include <gtest/gtest.h>
 
@@ -12,19 +13,9 @@ namespace {
 
 constexpr double kForwardTol = 1e-5;  // SPEC.md §4
 
-struct Shape {
-  const char *what;
-  ref::IdaShape s;
-};
+using Shape = IdaShapeCase;
 
-// Odd shapes: T = 1, T not a multiple of any chunk length, Dk != Dv, M != Dk, B·H = 1, T >= 2048.
-const Shape kShapes[] = {
-    {"T1", {1, 1, 1, 8, 8, 4}},
-    {"odd", {2, 37, 3, 16, 24, 8}},
-    {"BH1_tiny_dims", {1, 100, 1, 5, 7, 3}},
-    {"M_gt_D", {1, 65, 2, 4, 3, 12}},
-    {"long", {1, 2053, 2, 32, 16, 16}},
-};
+const auto &kShapes = kIdaForwardShapes;  // shapes.h
 
 class IdaForward : public ::testing::TestWithParam<std::tuple<Shape, std::string, bool>> {};
 

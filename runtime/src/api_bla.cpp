@@ -47,7 +47,9 @@ void check_bla_call(Validator &val, const fsattn_exec *exec, const fsattn_dims *
   val.finite("p->scale", p->scale).pointer("p->log_gamma", p->log_gamma);
   val.pointer("q", q).pointer("k", k).pointer("v", v);
   if (!val.ok()) return;
-  for (int64_t h = 0; h < dims->heads && val.ok(); ++h) {
+  // On CUDA log_gamma is device memory: the kernels turn a value outside the range into NaN
+  // outputs instead (bla_writes), and the host never reads it.
+  for (int64_t h = 0; h < dims->heads && val.ok() && !val.cuda(); ++h) {
     const float g = p->log_gamma[h];
     if (!(std::isfinite(g) && g <= 0)) {
       val.fail(FSATTN_ERROR_INVALID_ARGUMENT, "p->log_gamma[" + std::to_string(h) + "] = " + number(g) +
@@ -106,6 +108,7 @@ fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_bla_forward", FSATTN_OP_BLA_FORWARD, exec->device, exec->variant, &status);
   if (kernel == nullptr) return status;
+  if ((status = check_cuda_grid("fsattn_bla_forward", *kernel, dims)) != FSATTN_OK) return status;
 
   const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
   const int64_t S = p->slots;
@@ -114,13 +117,13 @@ fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   KernelArgs args;
   args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
   args.shared(Tensor(p->log_gamma, {H}));
-  args.batched(state_input(state_k_in, state_k_out, {Dk, S, H, B}, copies[0]));
-  args.batched(state_input(state_v_in, state_v_out, {Dv, S, H, B}, copies[1]));
+  args.batched(state_input(exec->device, state_k_in, state_k_out, {Dk, S, H, B}, copies[0]));
+  args.batched(state_input(exec->device, state_v_in, state_v_out, {Dv, S, H, B}, copies[1]));
   scalars.add_to(args);
   args.output(Tensor(o, {Dv, H, T, B}));
   args.output(state_output(state_k_out, {Dk, S, H, B}), restore_of(copies[0]));
   args.output(state_output(state_v_out, {Dv, S, H, B}), restore_of(copies[1]));
-  return args.run(*kernel, B);
+  return args.run(*kernel, B, exec);
 }
 
 fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
@@ -168,6 +171,7 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   const Kernel *kernel =
       find_kernel("fsattn_bla_backward", FSATTN_OP_BLA_BACKWARD, exec->device, exec->variant, &status);
   if (kernel == nullptr) return status;
+  if ((status = check_cuda_grid("fsattn_bla_backward", *kernel, dims)) != FSATTN_OK) return status;
 
   const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
   const int64_t S = p->slots;
@@ -178,17 +182,17 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   KernelArgs args;
   args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
   args.shared(Tensor(p->log_gamma, {H}));
-  args.batched(state_input(state_k_in, d_state_k_in, {Dk, S, H, B}, state_copies[0]));
-  args.batched(state_input(state_v_in, d_state_v_in, {Dv, S, H, B}, state_copies[1]));
+  args.batched(state_input(exec->device, state_k_in, d_state_k_in, {Dk, S, H, B}, state_copies[0]));
+  args.batched(state_input(exec->device, state_v_in, d_state_v_in, {Dv, S, H, B}, state_copies[1]));
   args.batched(Tensor(d_o, {Dv, H, T, B}));
-  args.batched(state_input(d_state_k_out, d_state_k_in, {Dk, S, H, B}, seed_copies[0]));
-  args.batched(state_input(d_state_v_out, d_state_v_in, {Dv, S, H, B}, seed_copies[1]));
+  args.batched(state_input(exec->device, d_state_k_out, d_state_k_in, {Dk, S, H, B}, seed_copies[0]));
+  args.batched(state_input(exec->device, d_state_v_out, d_state_v_in, {Dv, S, H, B}, seed_copies[1]));
   scalars.add_to(args);
   args.output(Tensor(dq, {Dk, H, T, B})).output(Tensor(dk, {Dk, H, T, B})).output(Tensor(dv, {Dv, H, T, B}));
   args.summed(Tensor(d_log_gamma, {H}));
   args.output(state_output(d_state_k_in, {Dk, S, H, B}), restore_of(seed_copies[0], state_copies[0]));
   args.output(state_output(d_state_v_in, {Dv, S, H, B}), restore_of(seed_copies[1], state_copies[1]));
-  return args.run(*kernel, B);
+  return args.run(*kernel, B, exec);
 }
 
 fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
@@ -202,6 +206,7 @@ fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_bla_step", FSATTN_OP_BLA_STEP, exec->device, exec->variant, &status);
   if (kernel == nullptr) return status;
+  if ((status = check_cuda_grid("fsattn_bla_step", *kernel, dims)) != FSATTN_OK) return status;
 
   const int64_t B = dims->batch, H = dims->heads, Dk = dims->dk, Dv = dims->dv, S = p->slots;
   const BlaScalars scalars(dims, p);
@@ -214,7 +219,7 @@ fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   scalars.add_to(args);
   args.output(Tensor(o, {Dv, H, 1, B}));
   args.in_place(sk).in_place(sv);
-  return args.run(*kernel, B);
+  return args.run(*kernel, B, exec);
 }
 
 fsattn_status bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads, int64_t dim,
@@ -222,6 +227,7 @@ fsattn_status bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t he
                               const double *lags, int64_t num_lags, const float *state, float *out) {
   Validator val("fsattn_bla_interpolate");
   val.exec(exec);
+  if (val.cuda()) val.fail(FSATTN_ERROR_UNSUPPORTED, "there is no CUDA kernel for the interpolation (exec->device = CUDA)");
   val.range("batch", batch, 1, INT32_MAX).range("heads", heads, 1, FSATTN_MAX_HEADS);
   val.range("dim", dim, 1, FSATTN_MAX_FEATURE);
   check_window(val, modes, period, slots);
@@ -248,7 +254,7 @@ fsattn_status bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t he
   args.shared(Tensor::float64(lags, {num_lags}));
   args.scalar(&phase).scalar(&period).scalar(&m);
   args.output(Tensor(out, {dim, num_lags, heads, batch}));
-  return args.run(*kernel, batch);
+  return args.run(*kernel, batch, exec);
 }
 
 }  // namespace

@@ -87,6 +87,7 @@ fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_ida_forward", FSATTN_OP_IDA_FORWARD, exec->device, exec->variant, &status);
   if (kernel == nullptr) return status;
+  if ((status = check_cuda_grid("fsattn_ida_forward", *kernel, dims)) != FSATTN_OK) return status;
 
   const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
   const int64_t M = p->modes;
@@ -94,13 +95,13 @@ fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   KernelArgs args;
   args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
   add_ida_params(args, dims, p);
-  args.batched(state_input(state_k_in, state_k_out, {2, Dk, M, H, B}, copies[0]));
-  args.batched(state_input(state_v_in, state_v_out, {2, Dv, M, H, B}, copies[1]));
+  args.batched(state_input(exec->device, state_k_in, state_k_out, {2, Dk, M, H, B}, copies[0]));
+  args.batched(state_input(exec->device, state_v_in, state_v_out, {2, Dv, M, H, B}, copies[1]));
   args.scalar(&eps);
   args.output(Tensor(o, {Dv, H, T, B}));
   args.output(state_output(state_k_out, {2, Dk, M, H, B}), restore_of(copies[0]));
   args.output(state_output(state_v_out, {2, Dv, M, H, B}), restore_of(copies[1]));
-  return args.run(*kernel, B);
+  return args.run(*kernel, B, exec);
 }
 
 fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
@@ -158,6 +159,7 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   const Kernel *kernel =
       find_kernel("fsattn_ida_backward", FSATTN_OP_IDA_BACKWARD, exec->device, exec->variant, &status);
   if (kernel == nullptr) return status;
+  if ((status = check_cuda_grid("fsattn_ida_backward", *kernel, dims)) != FSATTN_OK) return status;
 
   const int64_t B = dims->batch, T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
   const int64_t M = p->modes;
@@ -170,11 +172,11 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   KernelArgs args;
   args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
   add_ida_params(args, dims, p);
-  args.batched(state_input(state_k_in, d_state_k_in, {2, Dk, M, H, B}, state_copies[0]));
-  args.batched(state_input(state_v_in, d_state_v_in, {2, Dv, M, H, B}, state_copies[1]));
+  args.batched(state_input(exec->device, state_k_in, d_state_k_in, {2, Dk, M, H, B}, state_copies[0]));
+  args.batched(state_input(exec->device, state_v_in, d_state_v_in, {2, Dv, M, H, B}, state_copies[1]));
   args.batched(Tensor(d_o, {Dv, H, T, B}));
-  args.batched(state_input(d_state_k_out, d_state_k_in, {2, Dk, M, H, B}, seed_copies[0]));
-  args.batched(state_input(d_state_v_out, d_state_v_in, {2, Dv, M, H, B}, seed_copies[1]));
+  args.batched(state_input(exec->device, d_state_k_out, d_state_k_in, {2, Dk, M, H, B}, seed_copies[0]));
+  args.batched(state_input(exec->device, d_state_v_out, d_state_v_in, {2, Dv, M, H, B}, seed_copies[1]));
   args.scalar(&eps);
   args.output(Tensor(dq, {Dk, H, T, B})).output(Tensor(dk, {Dk, H, T, B})).output(Tensor(dv, {Dv, H, T, B}));
   args.summed(state_output(g.gk, {Dk, H})).summed(state_output(g.bk, {Dk, H}));
@@ -184,7 +186,7 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   args.summed(state_output(g.B, {2, M, H})).summed(state_output(g.C, {2, M, M, H}));
   args.output(state_output(d_state_k_in, {2, Dk, M, H, B}), restore_of(seed_copies[0], state_copies[0]));
   args.output(state_output(d_state_v_in, {2, Dv, M, H, B}), restore_of(seed_copies[1], state_copies[1]));
-  return args.run(*kernel, B);
+  return args.run(*kernel, B, exec);
 }
 
 fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
@@ -198,6 +200,7 @@ fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_ida_step", FSATTN_OP_IDA_STEP, exec->device, exec->variant, &status);
   if (kernel == nullptr) return status;
+  if ((status = check_cuda_grid("fsattn_ida_step", *kernel, dims)) != FSATTN_OK) return status;
 
   const int64_t B = dims->batch, H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;
   // The kernel reads the old states for o, then writes the new ones in place (step.h).
@@ -209,7 +212,7 @@ fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   args.scalar(&eps);
   args.output(Tensor(o, {Dv, H, 1, B}));
   args.in_place(sk).in_place(sv);
-  return args.run(*kernel, B);
+  return args.run(*kernel, B, exec);
 }
 
 }  // namespace

@@ -4,6 +4,12 @@
 #include "status.h"
 #include "workspace.h"
 
+#ifdef FSATTN_HAS_CUDA
+#include "cuda_call.h"
+
+#include <HalideRuntimeCuda.h>
+#endif
+
 #include <algorithm>
 #include <limits>
 #include <mutex>
@@ -18,6 +24,9 @@ namespace {
 // caller. Halide's default handler would print and abort the host process.
 struct CallContext {
   std::string message;
+#ifdef FSATTN_HAS_CUDA
+  CudaTarget cuda;  // where a CUDA kernel runs
+#endif
 };
 
 void on_error(void *user_context, const char *msg) {
@@ -32,6 +41,9 @@ void install_handlers() {
     halide_set_custom_print(on_print);
     halide_set_custom_malloc(workspace_malloc);
     halide_set_custom_free(workspace_free);
+#ifdef FSATTN_HAS_CUDA
+    install_cuda_hooks([](void *uc) { return &static_cast<CallContext *>(uc)->cuda; });
+#endif
   });
 }
 
@@ -86,6 +98,8 @@ void Tensor::overwrite(const float *values) {
   }
 }
 
+bool Tensor::is_zero() const { return data_ == &zero_value; }
+
 int64_t Tensor::elements() const {
   int64_t n = 1;
   for (int d = 0; d < dims_; ++d) n *= extents_[d];
@@ -121,9 +135,10 @@ void Tensor::bind() {
   }
 }
 
-Tensor state_input(const float *in, const float *out, std::initializer_list<int64_t> extents,
+Tensor state_input(fsattn_device device, const float *in, const float *out, std::initializer_list<int64_t> extents,
                    std::vector<float> &copy) {
   if (in == nullptr) return Tensor::zero(int(extents.size()));
+  if (device == FSATTN_DEVICE_CUDA) return Tensor(in, extents);
   size_t n = 1;
   for (int64_t e : extents) n *= size_t(e);
   if (out != nullptr && in < out + n && out < in + n) {
@@ -166,19 +181,62 @@ KernelArgs &KernelArgs::summed(const Tensor &t) {
   return *this;
 }
 
-void KernelArgs::poison_outputs() {
+void KernelArgs::poison_outputs(const void *cuda_target) {
   for (Entry &e : entries_) {
-    if (e.is_output) e.tensor.overwrite(e.restore);
+    if (!e.is_output) continue;
+#ifdef FSATTN_HAS_CUDA
+    if (cuda_target != nullptr) {
+      if (!e.tensor.is_sink()) {
+        fill_nan(*static_cast<const CudaTarget *>(cuda_target), const_cast<void *>(e.tensor.data()),
+                 size_t(e.tensor.elements()));
+      }
+      continue;
+    }
+#endif
+    (void)cuda_target;
+    e.tensor.overwrite(e.restore);
   }
 }
 
-fsattn_status KernelArgs::run(const Kernel &k, int64_t batch) {
+namespace {
+// The name of argument `a` of a kernel that takes `count` arguments besides its user_context.
+const char *argument_name(const Kernel &k, size_t a, size_t count) {
+  const halide_filter_metadata_t *md = k.metadata();
+  const size_t first = size_t(md->num_arguments) - count;
+  return a + first < size_t(md->num_arguments) ? md->arguments[a + first].name : "an argument";
+}
+}  // namespace
+
+fsattn_status KernelArgs::run(const Kernel &k, int64_t batch, const fsattn_exec *exec) {
   install_handlers();
   bool fits = true;
   for (const Entry &e : entries_) {
     if (e.is_batched && e.tensor.outer_stride() > std::numeric_limits<int32_t>::max()) fits = false;
   }
   const int64_t group = fits ? batch : 1;
+  const bool cuda = k.device == FSATTN_DEVICE_CUDA;
+#ifdef FSATTN_HAS_CUDA
+  CudaTarget target;
+  void *device_zero = nullptr, *device_sink = nullptr;
+  if (cuda) {
+    if (!fits) {
+      return fail(FSATTN_ERROR_UNSUPPORTED, std::string(k.name) +
+                                                ": on CUDA, one batch element of a tensor may hold at most 2^31 - 1 "
+                                                "elements");
+    }
+    fsattn_status st = cuda_target(k.name, exec->stream, &target);
+    if (st == FSATTN_OK) st = device_scalars(target, k.name, &device_zero, &device_sink);
+    for (size_t a = 0; a < entries_.size() && st == FSATTN_OK; ++a) {
+      const Tensor &t = entries_[a].tensor;
+      if (entries_[a].scalar != nullptr || t.is_zero() || t.is_sink()) continue;
+      st = check_device_memory(target, k.name, argument_name(k, a, entries_.size()), t.data(), t.bytes());
+    }
+    if (st != FSATTN_OK) return st;
+  }
+#else
+  (void)exec;
+  if (cuda) return fail(FSATTN_ERROR_INTERNAL, std::string(k.name) + ": this build has no CUDA runtime");
+#endif
   // Batch-summed outputs of a split batch: each call writes a scratch buffer, added up here.
   struct Sum {
     size_t entry;
@@ -199,6 +257,10 @@ fsattn_status KernelArgs::run(const Kernel &k, int64_t batch) {
     slices.reserve(entries_.size());
     std::vector<void *> args(entries_.size() + 1);
     CallContext ctx;
+#ifdef FSATTN_HAS_CUDA
+    ctx.cuda = target;
+    std::vector<halide_buffer_t *> wrapped;
+#endif
     void *uc = &ctx;
     args[0] = &uc;
     for (size_t a = 0; a < entries_.size(); ++a) {
@@ -211,9 +273,25 @@ fsattn_status KernelArgs::run(const Kernel &k, int64_t batch) {
       for (Sum &sum : sums) {
         if (sum.entry == a) slices.back() = e.tensor.with_data(sum.scratch.data());
       }
-      args[a + 1] = slices.back().raw();
+      halide_buffer_t *buf = slices.back().raw();
+      args[a + 1] = buf;
+#ifdef FSATTN_HAS_CUDA
+      if (cuda) {
+        const Tensor &t = slices.back();
+        void *device = t.is_zero() ? device_zero : t.is_sink() ? device_sink : const_cast<void *>(t.data());
+        buf->host = nullptr;
+        if (halide_cuda_wrap_device_ptr(uc, buf, uint64_t(reinterpret_cast<uintptr_t>(device))) != 0) {
+          for (halide_buffer_t *w : wrapped) halide_cuda_detach_device_ptr(uc, w);
+          return fail(FSATTN_ERROR_INTERNAL, std::string(k.name) + ": could not wrap a device pointer");
+        }
+        wrapped.push_back(buf);
+      }
+#endif
     }
     int rc = k.argv(args.data());
+#ifdef FSATTN_HAS_CUDA
+    for (halide_buffer_t *w : wrapped) halide_cuda_detach_device_ptr(uc, w);
+#endif
     if (rc == halide_error_code_success) {
       for (Sum &sum : sums) {
         for (size_t i = 0; i < sum.total.size(); ++i) sum.total[i] += sum.scratch[i];
@@ -223,9 +301,15 @@ fsattn_status KernelArgs::run(const Kernel &k, int64_t batch) {
     std::string msg = std::string(k.name) + ": " + (ctx.message.empty() ? "Halide error" : ctx.message);
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     msg += " (Halide error code " + std::to_string(rc) + ")";
-    poison_outputs();
-    if (rc == halide_error_code_out_of_memory) return fail(FSATTN_ERROR_OUT_OF_MEMORY, msg);
-    return fail(FSATTN_ERROR_INTERNAL, msg);
+#ifdef FSATTN_HAS_CUDA
+    poison_outputs(cuda ? &target : nullptr);
+#else
+    poison_outputs(nullptr);
+#endif
+    if (rc == halide_error_code_out_of_memory || rc == halide_error_code_device_malloc_failed) {
+      return fail(FSATTN_ERROR_OUT_OF_MEMORY, msg);
+    }
+    return fail(cuda ? FSATTN_ERROR_DEVICE : FSATTN_ERROR_INTERNAL, msg);
   }
   for (Sum &sum : sums) {
     std::vector<float> values(sum.total.begin(), sum.total.end());

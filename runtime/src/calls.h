@@ -28,6 +28,9 @@ class Tensor {
   void overwrite(const float *values);
   int64_t elements() const;
   bool is_sink() const { return sink_; }
+  bool is_zero() const;  // the shared zero of Tensor::zero
+  const void *data() const { return data_; }
+  size_t bytes() const { return size_t(elements()) * (type_.bits / 8); }
   // The same shape over other memory.
   Tensor with_data(float *data) const;
 
@@ -52,10 +55,12 @@ class Tensor {
   bool sink_ = false;
 };
 
-// An initial state (NULL: zero). When it overlaps the final state `out` (n elements each),
-// it is first copied into `copy`: kernels write the final state while chunks still read the
-// initial one.
-Tensor state_input(const float *in, const float *out, std::initializer_list<int64_t> extents,
+// An initial state (NULL: zero). On the CPU, when it overlaps the final state `out` (n
+// elements each), it is first copied into `copy`: kernels write the final state while chunks
+// still read the initial one. CUDA kernels compute every stage into its own buffer, a
+// kernel at a time on one stream, and write a final state only after the last read of its
+// initial state (the scan that reads it comes first): they take it in place.
+Tensor state_input(fsattn_device device, const float *in, const float *out, std::initializer_list<int64_t> extents,
                    std::vector<float> &copy);
 // The copy state_input made of an initial state, or NULL when it made none.
 inline const float *restore_of(const std::vector<float> &copy) { return copy.empty() ? nullptr : copy.data(); }
@@ -86,10 +91,12 @@ class KernelArgs {
   KernelArgs &in_place(const Tensor &t);
 
   // Runs `k` over `batch` elements: in one call when every batch stride fits Halide's 32-bit
-  // dimension stride, else one element per call. Halide errors become a status with Halide's
-  // message (kernels are compiled with user_context, so a message reaches its own call even
-  // from Halide's worker threads).
-  fsattn_status run(const struct Kernel &k, int64_t batch);
+  // dimension stride, else one element per call (CPU only). Halide errors become a status
+  // with Halide's message (kernels are compiled with user_context, so a message reaches its
+  // own call even from Halide's worker threads). A CUDA kernel runs on exec->stream in the
+  // calling thread's context over the caller's device memory (each pointer checked first),
+  // asynchronously: the call returns once its work is queued.
+  fsattn_status run(const struct Kernel &k, int64_t batch, const fsattn_exec *exec);
 
  private:
   struct Entry {
@@ -100,7 +107,7 @@ class KernelArgs {
     const float *restore = nullptr;
     bool is_summed = false;
   };
-  void poison_outputs();
+  void poison_outputs(const void *cuda_target);
   std::vector<Entry> entries_;
 };
 

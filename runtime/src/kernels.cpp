@@ -117,6 +117,19 @@ const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device devi
   return nullptr;
 }
 
+fsattn_status check_cuda_grid(const char *function, const Kernel &k, const fsattn_dims *dims) {
+  if (k.device != FSATTN_DEVICE_CUDA || k.chunk == 0) return FSATTN_OK;
+  constexpr int64_t kMaxGrid = 65535;
+  const int64_t chunks = (dims->seqlen + k.chunk - 1) / k.chunk;
+  if (chunks > kMaxGrid || dims->heads > kMaxGrid) {
+    return fail(FSATTN_ERROR_UNSUPPORTED,
+                std::string(function) + ": on CUDA a call takes at most 65535 chunks of " + std::to_string(k.chunk) +
+                    " tokens (dims->seqlen <= " + std::to_string(kMaxGrid * k.chunk) +
+                    ") and 65535 heads: split the sequence into calls that pass the state on, or the heads");
+  }
+  return FSATTN_OK;
+}
+
 }  // namespace fsattn
 
 extern "C" int fsattn_variant_count(fsattn_op op, fsattn_device device) {

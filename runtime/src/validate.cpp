@@ -55,7 +55,12 @@ Validator &Validator::exec(const fsattn_exec *e) {
   if (!ok()) return *this;
   const int device = enum_value(e->device);
   if (device == FSATTN_DEVICE_CUDA) {
+#ifdef FSATTN_HAS_CUDA
+    cuda_ = true;
+    return *this;
+#else
     return fail(FSATTN_ERROR_UNSUPPORTED, "this build has no CUDA kernels (exec->device = CUDA)");
+#endif
   }
   if (device != FSATTN_DEVICE_CPU) {
     fail(FSATTN_ERROR_INVALID_ARGUMENT, "exec->device = " + std::to_string(device) + " is not a fsattn_device");
@@ -75,6 +80,9 @@ Validator &Validator::dims(const fsattn_dims *d, bool varlen_ok) {
   if (!ok() || d->cu_seqlens == nullptr) return *this;
   if (!varlen_ok) {
     return fail(FSATTN_ERROR_UNSUPPORTED, "variable-length batches (dims->cu_seqlens) are not supported here");
+  }
+  if (cuda_) {
+    return fail(FSATTN_ERROR_UNSUPPORTED, "variable-length batches (dims->cu_seqlens) are not supported on CUDA yet");
   }
   // The FlashAttention convention: batch 1, sequences concatenated along seqlen,
   // cu_seqlens[0] = 0 <= ... <= cu_seqlens[num_seqs] = seqlen (empty sequences allowed).

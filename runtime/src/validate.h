@@ -38,12 +38,15 @@ class Validator {
 
   // exec: present, a known device, a device this build serves.
   Validator &exec(const fsattn_exec *exec);
+  // Whether exec() named CUDA: the call's pointers are device memory, not for the host to read.
+  bool cuda() const { return cuda_; }
   // dims: present, sizes in range; cu_seqlens, where given (and varlen_ok), consistent.
   Validator &dims(const fsattn_dims *dims, bool varlen_ok = true);
 
  private:
   const char *fn_;
   fsattn_status status_ = FSATTN_OK;
+  bool cuda_ = false;
 };
 
 // The batch of a call's states: dims->batch, or num_seqs with cu_seqlens.

@@ -1,5 +1,9 @@
 #include "workspace.h"
 
+#ifdef FSATTN_HAS_CUDA
+#include "cuda_call.h"
+#endif
+
 #include "fsattn/fsattn.h"
 
 #include <atomic>
@@ -160,5 +164,10 @@ void workspace_set_limit(size_t bytes) {
 
 }  // namespace fsattn
 
-extern "C" void fsattn_release_workspace(void) { fsattn::workspace_release(); }
+extern "C" void fsattn_release_workspace(void) {
+  fsattn::workspace_release();
+#ifdef FSATTN_HAS_CUDA
+  fsattn::release_device_workspace();  // the CUDA workspace's cached device blocks
+#endif
+}
 extern "C" void fsattn_set_workspace_limit(size_t bytes) { fsattn::workspace_set_limit(bytes); }

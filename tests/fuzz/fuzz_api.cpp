@@ -126,10 +126,12 @@ fsattn_exec fuzz_exec(FuzzedDataProvider &in, fsattn_op op) {
 // After a call: a known status, a message on failure, nothing written when refused.
 void check_call(fsattn_status st, bool must_refuse, std::initializer_list<const Buffer *> outputs) {
   check(st == FSATTN_OK || st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED ||
-        st == FSATTN_ERROR_INTERNAL || st == FSATTN_ERROR_OUT_OF_MEMORY);
+        st == FSATTN_ERROR_DEVICE || st == FSATTN_ERROR_INTERNAL || st == FSATTN_ERROR_OUT_OF_MEMORY);
   if (must_refuse) check(st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED);
   if (st != FSATTN_OK) check(fsattn_last_error()[0] != '\0');
-  if (st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED) {
+  // A CUDA call without a GPU (DEVICE), or over host memory (INVALID_ARGUMENT), is refused
+  // before anything is written, like an invalid one.
+  if (st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED || st == FSATTN_ERROR_DEVICE) {
     for (const Buffer *b : outputs) check(untouched(*b));
   }
 }

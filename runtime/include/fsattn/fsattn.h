@@ -16,6 +16,21 @@
  * Errors. Every function returns a status and never aborts or prints; on failure
  * fsattn_last_error() gives this thread's message. Arguments are validated before any kernel
  * runs: on FSATTN_ERROR_INVALID_ARGUMENT or FSATTN_ERROR_UNSUPPORTED nothing was written.
+ *
+ * CUDA (exec->device = FSATTN_DEVICE_CUDA). Kernels run on exec->stream (NULL: the legacy
+ * default stream) in the CUDA context current on the calling thread, else in device 0's
+ * primary context (the one the CUDA runtime API and PyTorch use). Every pointer, parameters
+ * included, is device memory (cudaMalloc, a PyTorch CUDA tensor's data_ptr()); each is checked
+ * to be CUDA memory that covers its shape (else FSATTN_ERROR_INVALID_ARGUMENT). Calls are
+ * asynchronous: FSATTN_OK means the work is queued on the stream, and a fault inside a kernel
+ * surfaces at the caller's next synchronising CUDA call. The host never reads device memory,
+ * so BLA's log_gamma values are not checked there: a value > 0 (or -inf) makes that head's
+ * outputs NaN. Kernel intermediates are device buffers that the library keeps for reuse on
+ * the stream that used them (fsattn_release_workspace frees them). Final states and
+ * initial-state gradients may be written in place over their inputs; if a CUDA call fails,
+ * its outputs are filled with NaN (states written in place included). Not served on CUDA
+ * yet (FSATTN_ERROR_UNSUPPORTED): cu_seqlens, fsattn_bla_interpolate. Without an NVIDIA
+ * driver or GPU a CUDA call returns FSATTN_ERROR_DEVICE.
  */
 #ifndef FSATTN_FSATTN_H
 #define FSATTN_FSATTN_H

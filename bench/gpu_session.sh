@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs on a machine with an NVIDIA GPU, from the repository root, over binaries built
+# elsewhere and staged by bench/stage_gpu.sh in .device/ (nothing is built here): the GPU
+# test suite, the suite again under compute-sanitizer (memcheck, racecheck) on small shapes,
+# the CUDA benchmarks (JSON), the PyTorch peers, and a short table last.
+#   bash bench/gpu_session.sh [tests|sanitize|bench|profile|peers ...]
+# (default: tests sanitize bench peers; profile: per-kernel times of one call of each
+# forward at the benchmark shape, from Nsight Compute).
+# Logs and results go to $OUT (or ./gpu-results).
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-results}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PYTHONUNBUFFERED=1
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests sanitize bench peers)
+log=$OUT/log
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee -a "$log"
+small='*T1*:*odd*:*S1*:*M0*:CudaProperties.StatesInPlace:CudaArguments*'
+for step in "${steps[@]}"; do
+  case $step in
+    tests)
+      timeout 420 .device/cuda_test --gtest_brief=1 2>&1 | tee -a "$log" | tail -40 ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        timeout 240 compute-sanitizer --tool $tool --print-limit 20 .device/cuda_test --gtest_brief=1 \
+          --gtest_filter="$small" > "$OUT/sanitizer-$tool.txt" 2>&1
+        echo "compute-sanitizer $tool: exit $? :: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.txt" | tail -1)" | tee -a "$log"
+      done ;;
+    bench)
+      timeout 400 .device/fsattn-bench --benchmark_filter=cuda --benchmark_out="$OUT/bench.json" \
+        --benchmark_out_format=json 2>&1 | tee -a "$log" | grep -E "cuda|Run" ;;
+    profile)
+      for op in ida_forward bla_forward; do
+        timeout 240 ncu --clock-control none --launch-skip 150 --launch-count 60 --print-summary per-kernel \
+          .device/fsattn-bench --benchmark_filter="^$op/cuda/cuda_c64_r4/iter" > "$OUT/ncu-$op.txt" 2>&1
+        echo "ncu $op: exit $?" | tee -a "$log"
+      done ;;
+    peers)
+      timeout 300 python3 bench/peer_gpu.py --json "$OUT/peers.json" 2>&1 | tee -a "$log" | tail -15 ;;
+  esac
+done

@@ -1,0 +1,262 @@
+#include "cuda_call.h"
+
+#include "status.h"
+
+#include <HalideRuntime.h>
+#include <HalideRuntimeCuda.h>
+
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fsattn {
+
+namespace {
+
+CudaTarget *(*g_target_of)(void *) = nullptr;
+
+int acquire_context(void *user_context, void **ctx, bool create) {
+  CudaTarget *t = user_context != nullptr ? g_target_of(user_context) : nullptr;
+  if (t != nullptr && t->context != nullptr) {
+    *ctx = t->context;
+    return 0;
+  }
+  // Outside a call (Halide's own clean-up): the thread's current context, if any.
+  *ctx = nullptr;
+  const cu::Driver *d = cu::driver(nullptr);
+  if (d != nullptr) d->CtxGetCurrent(ctx);
+  return (*ctx == nullptr && create) ? -1 : 0;
+}
+
+int release_context(void *) { return 0; }
+
+int get_stream(void *user_context, void *, void **stream) {
+  CudaTarget *t = user_context != nullptr ? g_target_of(user_context) : nullptr;
+  *stream = t != nullptr ? t->stream : nullptr;
+  return 0;
+}
+
+// The context pushed for the runtime's own driver calls, popped on scope exit.
+class ScopedContext {
+ public:
+  ScopedContext(const cu::Driver &d, cu::Context ctx) : d_(d), ok_(d.CtxPushCurrent(ctx) == cu::kSuccess) {}
+  ~ScopedContext() {
+    cu::Context old;
+    if (ok_) d_.CtxPopCurrent(&old);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  const cu::Driver &d_;
+  bool ok_;
+};
+
+// The CUDA workspace: device blocks that kernel intermediates are allocated from, kept for
+// reuse when freed, per context and stream (a block freed on one stream is handed out only
+// on that stream, where the work that used it comes first). Sizes are rounded up to 4
+// significant bits so that similar requests share blocks. Halide 14's own cache (which this
+// replaces) can hand out a block it has just freed when its list grows past 32 entries: IDA
+// forward at B=8, T=4096, H=16 wrote through such a pointer (CUDA_ERROR_ILLEGAL_ADDRESS, H200).
+struct CachedBlock {
+  cu::Context context;
+  cu::Stream stream;
+  size_t bytes;
+  cu::DevicePtr ptr;
+};
+std::mutex g_cache_lock;
+std::vector<CachedBlock> g_cache;
+
+size_t rounded_size(size_t bytes) {
+  if (bytes <= 256) return 256;
+  int bits = 0;
+  while ((bytes >> bits) > 15) ++bits;  // keep the top 4 bits
+  const size_t unit = size_t(1) << bits;
+  return (bytes + unit - 1) / unit * unit;
+}
+
+// Frees every cached block of `context` (all contexts when NULL).
+void release_cached(cu::Context context) {
+  const cu::Driver *d = cu::driver(nullptr);
+  if (d == nullptr) return;
+  std::vector<CachedBlock> freed;
+  {
+    std::lock_guard<std::mutex> guard(g_cache_lock);
+    for (size_t i = 0; i < g_cache.size();) {
+      if (context == nullptr || g_cache[i].context == context) {
+        freed.push_back(g_cache[i]);
+        g_cache[i] = g_cache.back();
+        g_cache.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+  for (const CachedBlock &b : freed) {
+    ScopedContext scope(*d, b.context);
+    if (scope.ok()) d->MemFree(b.ptr);
+  }
+}
+
+}  // namespace
+
+}  // namespace fsattn
+
+// Halide's device allocator for CUDA buffers, replaced (the runtime's definitions are weak).
+extern "C" int halide_cuda_device_malloc(void *user_context, halide_buffer_t *buf) {
+  using namespace fsattn;
+  if (buf->device != 0) return 0;
+  CudaTarget *t = user_context != nullptr ? g_target_of(user_context) : nullptr;
+  const cu::Driver *d = cu::driver(nullptr);
+  if (t == nullptr || t->context == nullptr || d == nullptr) {
+    halide_error(user_context, "CUDA: a device allocation outside an fsattn call");
+    return halide_error_code_device_malloc_failed;
+  }
+  const size_t bytes = rounded_size(buf->size_in_bytes());
+  cu::DevicePtr p = 0;
+  {
+    std::lock_guard<std::mutex> guard(g_cache_lock);
+    size_t best = g_cache.size();
+    for (size_t i = 0; i < g_cache.size(); ++i) {
+      const CachedBlock &b = g_cache[i];
+      if (b.context == t->context && b.stream == t->stream && b.bytes == bytes) {
+        best = i;
+        break;
+      }
+    }
+    if (best < g_cache.size()) {
+      p = g_cache[best].ptr;
+      g_cache[best] = g_cache.back();
+      g_cache.pop_back();
+    }
+  }
+  if (p == 0) {
+    ScopedContext scope(*d, t->context);
+    cu::Result r = scope.ok() ? d->MemAlloc(&p, bytes) : cu::Result(-1);
+    if (r == cu::kErrorOutOfMemory) {
+      release_cached(t->context);
+      r = d->MemAlloc(&p, bytes);
+    }
+    if (r != cu::kSuccess) {
+      halide_error(user_context, ("CUDA: cuMemAlloc of " + std::to_string(bytes) + " bytes failed: " +
+                                  cu::error_text(*d, r)).c_str());
+      return halide_error_code_device_malloc_failed;
+    }
+  }
+  return halide_cuda_wrap_device_ptr(user_context, buf, p);  // (the runtime's module count too)
+}
+
+extern "C" int halide_cuda_device_free(void *user_context, halide_buffer_t *buf) {
+  using namespace fsattn;
+  if (buf->device == 0) return 0;
+  CudaTarget *t = user_context != nullptr ? g_target_of(user_context) : nullptr;
+  const cu::DevicePtr p = cu::DevicePtr(buf->device);
+  if (t != nullptr && t->context != nullptr) {
+    std::lock_guard<std::mutex> guard(g_cache_lock);
+    g_cache.push_back({t->context, t->stream, rounded_size(buf->size_in_bytes()), p});
+  } else if (const cu::Driver *d = cu::driver(nullptr)) {
+    d->MemFree(p);
+  }
+  return halide_cuda_detach_device_ptr(user_context, buf);
+}
+
+namespace fsattn {
+
+void release_device_workspace() { release_cached(nullptr); }
+
+void install_cuda_hooks(CudaTarget *(*target_of)(void *)) {
+  g_target_of = target_of;
+  halide_set_cuda_acquire_context(acquire_context);
+  halide_set_cuda_release_context(release_context);
+  halide_set_cuda_get_stream(get_stream);
+}
+
+fsattn_status cuda_target(const char *function, void *stream, CudaTarget *t) {
+  std::string why;
+  const cu::Driver *d = cu::driver(&why);
+  if (d == nullptr) return fail(FSATTN_ERROR_DEVICE, std::string(function) + ": CUDA is not available: " + why);
+  cu::Context ctx = nullptr;
+  cu::Result r = d->CtxGetCurrent(&ctx);
+  if (r == cu::kSuccess && ctx == nullptr) {
+    // No context on this thread: device 0's primary context, retained once for the process.
+    static std::once_flag once;
+    static cu::Context primary = nullptr;
+    static cu::Result primary_result = cu::kSuccess;
+    std::call_once(once, [&] {
+      cu::Device dev = 0;
+      primary_result = d->DeviceGet(&dev, 0);
+      if (primary_result == cu::kSuccess) primary_result = d->DevicePrimaryCtxRetain(&primary, dev);
+    });
+    r = primary_result;
+    ctx = primary;
+  }
+  if (r != cu::kSuccess || ctx == nullptr) {
+    return fail(FSATTN_ERROR_DEVICE,
+                std::string(function) + ": no CUDA context for the call: " + cu::error_text(*d, r));
+  }
+  t->context = ctx;
+  t->stream = stream;
+  return FSATTN_OK;
+}
+
+fsattn_status check_device_memory(const CudaTarget &t, const char *function, const char *name, const void *ptr,
+                                  size_t bytes) {
+  const cu::Driver *d = cu::driver(nullptr);
+  ScopedContext scope(*d, t.context);
+  const std::string what = std::string(function) + ": " + name;
+  const cu::DevicePtr p = cu::DevicePtr(reinterpret_cast<uintptr_t>(ptr));
+  unsigned type = 0;
+  if (!scope.ok() || d->PointerGetAttribute(&type, cu::kPointerAttributeMemoryType, p) != cu::kSuccess) {
+    return fail(FSATTN_ERROR_INVALID_ARGUMENT,
+                what + " is not CUDA memory (exec->device is CUDA: pointers must be device memory)");
+  }
+  if (type == cu::kMemoryTypeHost) {
+    return fail(FSATTN_ERROR_INVALID_ARGUMENT, what + " is pinned host memory; CUDA calls take device memory");
+  }
+  cu::DevicePtr base = 0;
+  size_t size = 0;
+  if (d->MemGetAddressRange(&base, &size, p) == cu::kSuccess && p + bytes > base + size) {
+    return fail(FSATTN_ERROR_INVALID_ARGUMENT, what + " needs " + std::to_string(bytes) + " bytes, but its allocation has " +
+                                                   std::to_string(base + size - p) + " from that address");
+  }
+  return FSATTN_OK;
+}
+
+fsattn_status device_scalars(const CudaTarget &t, const char *function, void **zero, void **sink) {
+  static std::mutex lock;
+  static std::vector<std::pair<cu::Context, cu::DevicePtr>> blocks;  // one per context, never freed
+  std::lock_guard<std::mutex> guard(lock);
+  cu::DevicePtr block = 0;
+  for (const auto &[ctx, ptr] : blocks) {
+    if (ctx == t.context) block = ptr;
+  }
+  if (block == 0) {
+    const cu::Driver *d = cu::driver(nullptr);
+    ScopedContext scope(*d, t.context);
+    const float zeros[2] = {0.0f, 0.0f};
+    cu::Result r = scope.ok() ? d->MemAlloc(&block, sizeof zeros) : cu::Result(-1);
+    if (r == cu::kSuccess) r = d->MemcpyHtoD(block, zeros, sizeof zeros);
+    if (r != cu::kSuccess) {
+      return fail(r == cu::kErrorOutOfMemory ? FSATTN_ERROR_OUT_OF_MEMORY : FSATTN_ERROR_DEVICE,
+                  std::string(function) + ": could not allocate 8 bytes of device memory: " + cu::error_text(*d, r));
+    }
+    blocks.emplace_back(t.context, block);
+  }
+  // The sink is written, never read: concurrent calls may write it at once.
+  *zero = reinterpret_cast<void *>(uintptr_t(block));
+  *sink = reinterpret_cast<void *>(uintptr_t(block + sizeof(float)));
+  return FSATTN_OK;
+}
+
+void fill_nan(const CudaTarget &t, void *ptr, size_t count) {
+  const cu::Driver *d = cu::driver(nullptr);
+  ScopedContext scope(*d, t.context);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  unsigned bits;
+  std::memcpy(&bits, &nan, sizeof bits);
+  if (scope.ok()) d->MemsetD32Async(cu::DevicePtr(reinterpret_cast<uintptr_t>(ptr)), bits, count, t.stream);
+}
+
+}  // namespace fsattn

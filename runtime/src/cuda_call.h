@@ -1,0 +1,45 @@
+// The CUDA side of a kernel call: the caller's context and stream, device memory checks, and
+// the device scalars that stand in for NULL states. Compiled in builds with CUDA kernels.
+#pragma once
+
+#include "cuda_driver.h"
+#include "fsattn/fsattn.h"
+
+#include <cstddef>
+
+namespace fsattn {
+
+// Where a CUDA kernel runs: the context current on the calling thread (else the primary
+// context of device 0, the one the CUDA runtime API would make current) and the caller's
+// stream. Halide's CUDA runtime is pointed at both through the call's user_context.
+struct CudaTarget {
+  cu::Context context = nullptr;
+  cu::Stream stream = nullptr;
+};
+
+// Points Halide's CUDA runtime at the context and stream of each call. Its device buffers
+// come from the CUDA workspace (cuda_call.cpp), which keeps freed blocks for reuse on the
+// stream that freed them. `target_of` finds the CudaTarget of a call from Halide's
+// user_context.
+void install_cuda_hooks(CudaTarget *(*target_of)(void *user_context));
+
+// Frees every block the CUDA workspace keeps (fsattn_release_workspace).
+void release_device_workspace();
+
+// The target of a call on `stream` (NULL: the legacy default stream), or
+// FSATTN_ERROR_DEVICE (no driver, no device, no context) with the message set.
+fsattn_status cuda_target(const char *function, void *stream, CudaTarget *t);
+
+// [ptr, ptr + bytes) must be CUDA device (or managed) memory inside one allocation:
+// host memory, or a buffer smaller than its shape, is FSATTN_ERROR_INVALID_ARGUMENT.
+fsattn_status check_device_memory(const CudaTarget &t, const char *function, const char *name, const void *ptr,
+                                  size_t bytes);
+
+// A device float that reads as zero (a NULL initial state) and one that kernels may write
+// (a NULL final state), per context, allocated on first use and kept.
+fsattn_status device_scalars(const CudaTarget &t, const char *function, void **zero, void **sink);
+
+// Fills count floats with NaN on the call's stream (the outputs of a failed call).
+void fill_nan(const CudaTarget &t, void *ptr, size_t count);
+
+}  // namespace fsattn

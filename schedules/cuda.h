@@ -1,0 +1,27 @@
+// CUDA schedules, one function per generator. Parallel across batch × head × chunk × channel
+// (one GPU thread per output element of each stage, the stages as separate kernels on the
+// caller's stream); the chunk-to-chunk carry is the only serial loop, inside its threads.
+#pragma once
+
+#include "generators/bla_backward.h"
+#include "generators/bla_forward.h"
+#include "generators/dirichlet.h"
+#include "generators/ida_backward.h"
+#include "generators/ida_forward.h"
+#include "generators/step.h"
+#include "knobs.h"
+
+#include <vector>
+
+namespace fsattn {
+
+void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k);
+// `sums`: the generator's parameter gradients, summed over the batch (batch_sum).
+void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Halide::Func> &sums, const CudaKnobs &k);
+void schedule_bla_forward_cuda(BlaForwardStages &s, const CudaKnobs &k);
+void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Halide::Func> &sums, const CudaKnobs &k);
+void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k);
+void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k);
+void schedule_bla_interpolate_cuda(DirichletInterpolation &d, const CudaKnobs &k);
+
+}  // namespace fsattn

@@ -1,0 +1,380 @@
+// The CUDA kernels (ctest label `gpu`; every test skips with a message when no GPU is
+// present): the same float64 reference comparisons as the CPU suites on the same odd shapes,
+// state chaining and in-place states, bitwise determinism, agreement with the CPU kernels at
+// a shape that fills the GPU, two streams running different calls at once, decode steps, and
+// the checks of device pointers.
+#include "device_calls.h"
+#include "expect_match.h"
+#include "shapes.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+using namespace fsattn;
+using namespace fsattn::test;
+
+namespace {
+
+constexpr double kForwardTol = 1e-5, kGradTol = 1e-4;  // SPEC.md §4
+
+// The CUDA variants of an op: the hand schedules, or the autoscheduled baselines (which are
+// built for the CPU benchmark shape and refuse others, as on the CPU).
+std::vector<std::string> cuda_variants(fsattn_op op, bool baselines = false) {
+  std::vector<std::string> v;
+  for (int i = 0; i < fsattn_variant_count(op, FSATTN_DEVICE_CUDA); ++i) {
+    const std::string name = fsattn_variant_name(op, FSATTN_DEVICE_CUDA, i);
+    if (is_baseline(name) == baselines) v.push_back(name);
+  }
+  return v;
+}
+
+void expect_bitwise(const std::vector<float> &a, const std::vector<float> &b, const char *what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what << " differs between runs";
+}
+
+// ---- against the float64 reference, every CUDA variant, the CPU suites' shapes ----------
+
+class IdaForwardCuda : public ::testing::TestWithParam<std::tuple<IdaShapeCase, std::string, bool>> {};
+TEST_P(IdaForwardCuda, MatchesReference) {
+  FSATTN_REQUIRE_GPU();
+  const auto &[shape, variant, with_state] = GetParam();
+  IdaCase c = make_ida_case(shape.s, 1234 + shape.s.T, with_state);
+  expect_match(gpu_ida_forward(c, nullptr, variant.c_str()), reference_ida_forward(c), kForwardTol, variant);
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, IdaForwardCuda,
+                         ::testing::Combine(::testing::ValuesIn(kIdaForwardShapes),
+                                            ::testing::ValuesIn(cuda_variants(FSATTN_OP_IDA_FORWARD)),
+                                            ::testing::Bool()),
+                         ShapeVariantStateName());
+
+class BlaForwardCuda : public ::testing::TestWithParam<std::tuple<BlaShapeCase, std::string, bool>> {};
+TEST_P(BlaForwardCuda, MatchesReference) {
+  FSATTN_REQUIRE_GPU();
+  const auto &[shape, variant, with_state] = GetParam();
+  BlaCase c = make_bla_case(shape.s, shape.pos0, 4321 + shape.s.T, 0.9, with_state);
+  expect_match(gpu_bla_forward(c, nullptr, variant.c_str()), reference_bla_forward(c), kForwardTol, variant);
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, BlaForwardCuda,
+                         ::testing::Combine(::testing::ValuesIn(kBlaForwardShapes),
+                                            ::testing::ValuesIn(cuda_variants(FSATTN_OP_BLA_FORWARD)),
+                                            ::testing::Bool()),
+                         ShapeVariantStateName());
+
+class IdaBackwardCuda : public ::testing::TestWithParam<std::tuple<IdaShapeCase, std::string, bool>> {};
+TEST_P(IdaBackwardCuda, MatchesReference) {
+  FSATTN_REQUIRE_GPU();
+  const auto &[shape, variant, with_state] = GetParam();
+  IdaCase c = make_ida_case(shape.s, 555 + shape.s.T, with_state);
+  IdaUpstream u = make_ida_upstream(c, 66 + shape.s.T, with_state);
+  expect_ida_grads_match(gpu_ida_backward(c, u, variant.c_str()), reference_ida_backward(c, u), kGradTol, variant);
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, IdaBackwardCuda,
+                         ::testing::Combine(::testing::ValuesIn(kIdaBackwardShapes),
+                                            ::testing::ValuesIn(cuda_variants(FSATTN_OP_IDA_BACKWARD)),
+                                            ::testing::Bool()),
+                         ShapeVariantStateName());
+
+class BlaBackwardCuda : public ::testing::TestWithParam<std::tuple<BlaShapeCase, std::string, bool>> {};
+TEST_P(BlaBackwardCuda, MatchesReference) {
+  FSATTN_REQUIRE_GPU();
+  const auto &[shape, variant, with_state] = GetParam();
+  BlaCase c = make_bla_case(shape.s, shape.pos0, 777 + shape.s.T, 0.9, with_state);
+  BlaUpstream u = make_bla_upstream(c, 99 + shape.s.T, with_state);
+  expect_grads_match(gpu_bla_backward(c, u, variant.c_str()), reference_bla_backward(c, u), kGradTol, variant);
+}
+INSTANTIATE_TEST_SUITE_P(Gpu, BlaBackwardCuda,
+                         ::testing::Combine(::testing::ValuesIn(kBlaBackwardShapes),
+                                            ::testing::ValuesIn(cuda_variants(FSATTN_OP_BLA_BACKWARD)),
+                                            ::testing::Bool()),
+                         ShapeVariantStateName());
+
+// The Li2018 builds compute the same function at the shape the baselines are built for.
+TEST(CudaBaselines, MatchReference) {
+  FSATTN_REQUIRE_GPU();
+  const IdaCase ic = make_ida_case({2, 2048, 4, 64, 64, 64}, 17, true);
+  const IdaUpstream iu = make_ida_upstream(ic, 18, true);
+  for (const std::string &v : cuda_variants(FSATTN_OP_IDA_FORWARD, true)) {
+    expect_match(gpu_ida_forward(ic, nullptr, v.c_str()), run_ida_forward(ic), kForwardTol, v);
+  }
+  for (const std::string &v : cuda_variants(FSATTN_OP_IDA_BACKWARD, true)) {
+    expect_ida_grads_match(gpu_ida_backward(ic, iu, v.c_str()), run_ida_backward(ic, iu), kGradTol, v);
+  }
+  const BlaCase bc = make_bla_case({2, 2048, 4, 64, 64, 31, 256.0, 64}, 0, 19, 0.9, true);
+  const BlaUpstream bu = make_bla_upstream(bc, 20, true);
+  for (const std::string &v : cuda_variants(FSATTN_OP_BLA_FORWARD, true)) {
+    expect_match(gpu_bla_forward(bc, nullptr, v.c_str()), run_bla_forward(bc), kForwardTol, v);
+  }
+  for (const std::string &v : cuda_variants(FSATTN_OP_BLA_BACKWARD, true)) {
+    expect_grads_match(gpu_bla_backward(bc, bu, v.c_str()), run_bla_backward(bc, bu), kGradTol, v);
+  }
+}
+
+// ---- properties --------------------------------------------------------------------------
+
+TEST(CudaProperties, Deterministic) {
+  FSATTN_REQUIRE_GPU();
+  const IdaCase ic = make_ida_case({2, 300, 3, 32, 16, 16}, 5, true);
+  const IdaUpstream iu = make_ida_upstream(ic, 6, true);
+  const ForwardResult f1 = gpu_ida_forward(ic), f2 = gpu_ida_forward(ic);
+  expect_bitwise(f1.o, f2.o, "IDA o");
+  const IdaGradResult g1 = gpu_ida_backward(ic, iu), g2 = gpu_ida_backward(ic, iu);
+  expect_bitwise(g1.q, g2.q, "IDA dq");
+  expect_bitwise(g1.C, g2.C, "IDA dC");
+  expect_bitwise(g1.log_dt, g2.log_dt, "IDA d log_dt");
+  const BlaCase bc = make_bla_case({2, 300, 3, 32, 16, 15, 64.0, 31}, 9, 7, 0.9, true);
+  const BlaUpstream bu = make_bla_upstream(bc, 8, true);
+  expect_bitwise(gpu_bla_forward(bc).o, gpu_bla_forward(bc).o, "BLA o");
+  const BlaGradResult h1 = gpu_bla_backward(bc, bu), h2 = gpu_bla_backward(bc, bu);
+  expect_bitwise(h1.k, h2.k, "BLA dk");
+  expect_bitwise(h1.log_gamma, h2.log_gamma, "BLA d log_gamma");
+}
+
+// Every chunk length and schedule computes the same function: the hand variants agree.
+TEST(CudaProperties, VariantsAgree) {
+  FSATTN_REQUIRE_GPU();
+  const IdaCase ic = make_ida_case({2, 301, 2, 24, 20, 10}, 7, true);
+  const ForwardResult ifirst = gpu_ida_forward(ic);
+  for (const std::string &v : cuda_variants(FSATTN_OP_IDA_FORWARD)) {
+    expect_match(gpu_ida_forward(ic, nullptr, v.c_str()), ifirst, kForwardTol, v);
+  }
+  const BlaCase bc = make_bla_case({2, 301, 2, 24, 20, 9, 50.5, 19}, 33, 8, 0.9, true);
+  const ForwardResult bfirst = gpu_bla_forward(bc);
+  for (const std::string &v : cuda_variants(FSATTN_OP_BLA_FORWARD)) {
+    expect_match(gpu_bla_forward(bc, nullptr, v.c_str()), bfirst, kForwardTol, v);
+  }
+}
+
+// T tokens in one call equal two calls passing the final state on (pos0 advanced for BLA).
+TEST(CudaProperties, StateChaining) {
+  FSATTN_REQUIRE_GPU();
+  const BlaCase whole = make_bla_case({2, 150, 2, 16, 12, 7, 37.5, 15}, 1000, 3, 0.9, true);
+  const ForwardResult all = gpu_bla_forward(whole);
+  ASSERT_EQ(all.status, FSATTN_OK) << fsattn_last_error();
+  for (int64_t split : {1, 64, 100}) {
+    BlaCase first = whole.tokens(0, split), second = whole.tokens(split, whole.s.T);
+    const ForwardResult a = gpu_bla_forward(first);
+    second.state_k.set(a.state_k);
+    second.state_v.set(a.state_v);
+    const ForwardResult b = gpu_bla_forward(second);
+    ForwardResult joined{b.status, join_tokens(a.o, b.o, whole.s.B), b.state_k, b.state_v};
+    expect_match(joined, all, kForwardTol, "split " + std::to_string(split));
+  }
+}
+
+// A final state written over its initial state, and initial-state gradients written over
+// the final-state gradients, give what separate buffers give.
+TEST(CudaProperties, StatesInPlace) {
+  FSATTN_REQUIRE_GPU();
+  const IdaCase c = make_ida_case({2, 90, 2, 12, 10, 6}, 12, true);
+  const ForwardResult want = gpu_ida_forward(c);
+  DeviceArena a;
+  const fsattn_ida_params p = device_params(a, c);
+  float *sk = a.up(c.state_k), *sv = a.up(c.state_v), *o = a.out(want.o.size());
+  const fsattn_exec exec = cuda_exec();
+  const fsattn_dims dims = c.dims();
+  ASSERT_EQ(FSATTN_OK, fsattn_ida_forward(&exec, &dims, &p, a.up(c.q), a.up(c.k), a.up(c.v), sk, sv, o, sk, sv))
+      << fsattn_last_error();
+  expect_bitwise(a.down(o), want.o, "o");
+  expect_bitwise(a.down(sk), want.state_k, "state_k in place");
+  expect_bitwise(a.down(sv), want.state_v, "state_v in place");
+
+  const BlaCase bc = make_bla_case({1, 80, 2, 8, 8, 3, 16.0, 7}, 0, 13, 0.9, true);
+  const BlaUpstream bu = make_bla_upstream(bc, 14, true);
+  const BlaGradResult gwant = gpu_bla_backward(bc, bu);
+  DeviceArena b;
+  fsattn_bla_params bp = bc.params();
+  bp.log_gamma = b.up(bc.log_gamma);
+  const auto &s = bc.s;
+  float *dq = b.out(gwant.q.size()), *dk = b.out(gwant.k.size()), *dv = b.out(gwant.v.size()), *dlg = b.out(s.H);
+  float *seed_k = b.up(bu.d_state_k), *seed_v = b.up(bu.d_state_v);
+  const fsattn_dims bdims = bc.dims();
+  ASSERT_EQ(FSATTN_OK, fsattn_bla_backward(&exec, &bdims, &bp, b.up(bc.q), b.up(bc.k), b.up(bc.v), b.up(bc.state_k),
+                                           b.up(bc.state_v), b.up(bu.d_o), seed_k, seed_v, dq, dk, dv, dlg, seed_k,
+                                           seed_v))
+      << fsattn_last_error();
+  expect_bitwise(b.down(dk), gwant.k, "dk");
+  expect_bitwise(b.down(seed_k), gwant.state_k, "d_state_k in place");
+  expect_bitwise(b.down(seed_v), gwant.state_v, "d_state_v in place");
+}
+
+// ---- a shape that fills the GPU, against the CPU kernels ---------------------------------
+
+TEST(CudaLarge, MatchesCpuAtBenchmarkShape) {
+  FSATTN_REQUIRE_GPU();
+  // B=8, T=4096, H=16, D=64, 64 modes / slots: 2048 (batch, head, chunk) triples of 64 tokens.
+  const IdaCase ic = make_ida_case({8, 4096, 16, 64, 64, 64}, 21, true);
+  const ForwardResult ig = gpu_ida_forward(ic);
+  expect_match(ig, run_ida_forward(ic), kForwardTol, "IDA forward");
+  const BlaCase bc = make_bla_case({8, 4096, 16, 64, 64, 31, 256.0, 64}, 12345, 22, 0.9, true);
+  expect_match(gpu_bla_forward(bc), run_bla_forward(bc), kForwardTol, "BLA forward");
+  const BlaUpstream bu = make_bla_upstream(bc, 23, true);
+  expect_grads_match(gpu_bla_backward(bc, bu), run_bla_backward(bc, bu), kGradTol, "BLA backward");
+  const IdaCase small = make_ida_case({2, 4096, 16, 64, 64, 64}, 24, true);
+  const IdaUpstream iu = make_ida_upstream(small, 25, true);
+  expect_ida_grads_match(gpu_ida_backward(small, iu), run_ida_backward(small, iu), kGradTol, "IDA backward");
+}
+
+// ---- streams -----------------------------------------------------------------------------
+
+// Two calls on two streams, queued before either is waited for, give the results each gives
+// alone (the workspace of one stream is never handed to the other while in use).
+TEST(CudaStreams, TwoStreamsRunDifferentCallsConcurrently) {
+  FSATTN_REQUIRE_GPU();
+  const cu::Driver *d = gpu();
+  cu::Stream s1 = nullptr, s2 = nullptr;
+  ASSERT_EQ(d->StreamCreate(&s1, cu::kStreamNonBlocking), cu::kSuccess);
+  ASSERT_EQ(d->StreamCreate(&s2, cu::kStreamNonBlocking), cu::kSuccess);
+  const IdaCase ic = make_ida_case({4, 2048, 8, 64, 64, 64}, 31, true);
+  const BlaCase bc = make_bla_case({4, 2048, 8, 64, 64, 31, 256.0, 64}, 0, 32, 0.9, true);
+  const ForwardResult ida_alone = gpu_ida_forward(ic), bla_alone = gpu_bla_forward(bc);
+
+  DeviceArena a;
+  const fsattn_ida_params ip = device_params(a, ic);
+  fsattn_bla_params bp = bc.params();
+  bp.log_gamma = a.up(bc.log_gamma);
+  float *io = a.out(ida_alone.o.size()), *bo = a.out(bla_alone.o.size());
+  float *isk = a.out(ida_alone.state_k.size()), *bsk = a.out(bla_alone.state_k.size());
+  const fsattn_exec e1 = cuda_exec(s1), e2 = cuda_exec(s2);
+  const fsattn_dims idims = ic.dims(), bdims = bc.dims();
+  float *iq = a.up(ic.q), *ik = a.up(ic.k), *iv = a.up(ic.v), *iski = a.up(ic.state_k), *isvi = a.up(ic.state_v);
+  float *bq = a.up(bc.q), *bk = a.up(bc.k), *bv = a.up(bc.v), *bski = a.up(bc.state_k), *bsvi = a.up(bc.state_v);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(FSATTN_OK, fsattn_ida_forward(&e1, &idims, &ip, iq, ik, iv, iski, isvi, io, isk, nullptr))
+        << fsattn_last_error();
+    ASSERT_EQ(FSATTN_OK, fsattn_bla_forward(&e2, &bdims, &bp, bq, bk, bv, bski, bsvi, bo, bsk, nullptr))
+        << fsattn_last_error();
+  }
+  ASSERT_EQ(d->StreamSynchronize(s1), cu::kSuccess);
+  ASSERT_EQ(d->StreamSynchronize(s2), cu::kSuccess);
+  expect_bitwise(a.down(io), ida_alone.o, "IDA o on stream 1");
+  expect_bitwise(a.down(isk), ida_alone.state_k, "IDA state_k on stream 1");
+  expect_bitwise(a.down(bo), bla_alone.o, "BLA o on stream 2");
+  expect_bitwise(a.down(bsk), bla_alone.state_k, "BLA state_k on stream 2");
+  d->StreamDestroy(s1);
+  d->StreamDestroy(s2);
+}
+
+// ---- decode steps ------------------------------------------------------------------------
+
+TEST(CudaStep, TokenByTokenMatchesCpuSteps) {
+  FSATTN_REQUIRE_GPU();
+  const IdaCase ic = make_ida_case({3, 6, 4, 16, 12, 8}, 41, true);
+  const BlaCase bc = make_bla_case({3, 6, 4, 16, 12, 5, 19.5, 11}, 77, 42, 0.9, true);
+  const fsattn_exec cpu{FSATTN_DEVICE_CPU, nullptr, nullptr}, gpu_exec = cuda_exec();
+  std::vector<float> ik = ic.state_k.f, iv = ic.state_v.f, bk = bc.state_k.f, bv = bc.state_v.f;
+  DeviceArena a;
+  const fsattn_ida_params ip = device_params(a, ic);
+  fsattn_bla_params bp = bc.params(), bp_dev = bp;
+  bp_dev.log_gamma = a.up(bc.log_gamma);
+  float *dik = a.up(ik), *div = a.up(iv), *dbk = a.up(bk), *dbv = a.up(bv);
+  fsattn_dims idims = ic.dims(), bdims = bc.dims();
+  idims.seqlen = bdims.seqlen = 1;
+  const fsattn_ida_params ip_host = ic.params();
+  for (int64_t t = 0; t < ic.s.T; ++t) {
+    const auto &s = ic.s;
+    const Tensor32 q = slice_tokens(ic.q, s.B, s.T, s.H, s.Dk, t, t + 1), k = slice_tokens(ic.k, s.B, s.T, s.H, s.Dk, t, t + 1);
+    const Tensor32 v = slice_tokens(ic.v, s.B, s.T, s.H, s.Dv, t, t + 1);
+    std::vector<float> o(s.B * s.H * s.Dv, NAN);
+    float *od = a.out(o.size());
+    ASSERT_EQ(FSATTN_OK, fsattn_ida_step(&cpu, &idims, &ip_host, q.ptr(), k.ptr(), v.ptr(), ik.data(), iv.data(), o.data()));
+    ASSERT_EQ(FSATTN_OK, fsattn_ida_step(&gpu_exec, &idims, &ip, a.up(q), a.up(k), a.up(v), dik, div, od))
+        << fsattn_last_error();
+    EXPECT_LE(rel_error(a.down(od), o), kForwardTol) << "IDA o at token " << t;
+
+    const auto &bs = bc.s;
+    bp.pos0 = bp_dev.pos0 = bc.pos0 + t;
+    const Tensor32 bq = slice_tokens(bc.q, bs.B, bs.T, bs.H, bs.Dk, t, t + 1);
+    const Tensor32 bkk = slice_tokens(bc.k, bs.B, bs.T, bs.H, bs.Dk, t, t + 1);
+    const Tensor32 bvv = slice_tokens(bc.v, bs.B, bs.T, bs.H, bs.Dv, t, t + 1);
+    std::vector<float> bo(bs.B * bs.H * bs.Dv, NAN);
+    float *bod = a.out(bo.size());
+    ASSERT_EQ(FSATTN_OK, fsattn_bla_step(&cpu, &bdims, &bp, bq.ptr(), bkk.ptr(), bvv.ptr(), bk.data(), bv.data(), bo.data()));
+    ASSERT_EQ(FSATTN_OK, fsattn_bla_step(&gpu_exec, &bdims, &bp_dev, a.up(bq), a.up(bkk), a.up(bvv), dbk, dbv, bod))
+        << fsattn_last_error();
+    EXPECT_LE(rel_error(a.down(bod), bo), kForwardTol) << "BLA o at token " << t;
+  }
+  EXPECT_LE(rel_error(a.down(dik), ik), kForwardTol);
+  EXPECT_LE(rel_error(a.down(div), iv), kForwardTol);
+  EXPECT_LE(rel_error(a.down(dbk), bk), kForwardTol);
+  EXPECT_LE(rel_error(a.down(dbv), bv), kForwardTol);
+}
+
+// ---- argument checks on device memory -----------------------------------------------------
+
+TEST(CudaArguments, HostAndShortBuffersAreRefused) {
+  FSATTN_REQUIRE_GPU();
+  const BlaCase c = make_bla_case({1, 40, 2, 8, 8, 3, 16.0, 7}, 0, 51, 0.9, false);
+  DeviceArena a;
+  fsattn_bla_params p = c.params();
+  p.log_gamma = a.up(c.log_gamma);
+  const fsattn_exec exec = cuda_exec();
+  const fsattn_dims dims = c.dims();
+  float *q = a.up(c.q), *k = a.up(c.k), *v = a.up(c.v), *o = a.out(c.q.f.size());
+  // A host pointer where device memory is due.
+  std::vector<float> host_o(c.q.f.size());
+  EXPECT_EQ(FSATTN_ERROR_INVALID_ARGUMENT,
+            fsattn_bla_forward(&exec, &dims, &p, q, k, v, nullptr, nullptr, host_o.data(), nullptr, nullptr));
+  EXPECT_NE(std::string(fsattn_last_error()).find("not CUDA memory"), std::string::npos) << fsattn_last_error();
+  // A device buffer shorter than its shape.
+  float *short_k = a.out(c.k.f.size() / 2);
+  EXPECT_EQ(FSATTN_ERROR_INVALID_ARGUMENT,
+            fsattn_bla_forward(&exec, &dims, &p, q, short_k, v, nullptr, nullptr, o, nullptr, nullptr));
+  EXPECT_NE(std::string(fsattn_last_error()).find("bytes"), std::string::npos) << fsattn_last_error();
+  // Variable-length batches are not served on CUDA yet.
+  const int64_t cu[] = {0, 40};
+  fsattn_dims packed = dims;
+  packed.cu_seqlens = cu;
+  packed.num_seqs = 1;
+  EXPECT_EQ(FSATTN_ERROR_UNSUPPORTED, fsattn_bla_forward(&exec, &packed, &p, q, k, v, nullptr, nullptr, o, nullptr, nullptr));
+  // A decay above 1 (log γ > 0), which the host cannot see in device memory, gives NaN.
+  Tensor32 bad = c.log_gamma;
+  bad.f[1] = 0.5f;
+  p.log_gamma = a.up(bad);
+  ASSERT_EQ(FSATTN_OK, fsattn_bla_forward(&exec, &dims, &p, q, k, v, nullptr, nullptr, o, nullptr, nullptr));
+  const std::vector<float> out = a.down(o);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const bool head1 = (i / c.s.Dv) % c.s.H == 1;
+    ASSERT_EQ(std::isnan(out[i]), head1) << "element " << i;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Without a GPU (CI has none) a CUDA call reports the device as missing, with the reason.
+TEST(CudaAbsent, CallsReportTheMissingDevice) {
+  std::string why;
+  if (fsattn::test::gpu(&why) != nullptr) GTEST_SKIP() << "a GPU is present";
+  const BlaCase c = make_bla_case({1, 4, 1, 4, 4, 1, 8.0, 3}, 0, 1, 0.9, false);
+  const fsattn_exec exec = cuda_exec();
+  const fsattn_dims dims = c.dims();
+  const fsattn_bla_params p = c.params();
+  std::vector<float> o(c.v.f.size());
+  EXPECT_EQ(FSATTN_ERROR_DEVICE, fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), nullptr,
+                                                    nullptr, o.data(), nullptr, nullptr));
+  EXPECT_NE(std::string(fsattn_last_error()).find("CUDA is not available"), std::string::npos) << fsattn_last_error();
+}
+
+}  // namespace
+
+namespace {
+
+// More chunks than a CUDA grid dimension holds is refused before anything runs, with or
+// without a GPU (the pointers are never read).
+TEST(CudaGrid, TooManyChunksAreRefused) {
+  const BlaCase c = make_bla_case({1, 4, 1, 4, 4, 1, 8.0, 3}, 0, 1, 0.9, false);
+  const fsattn_exec exec = cuda_exec();
+  fsattn_dims dims = c.dims();
+  dims.seqlen = int64_t(65535) * 64 + 1;
+  const fsattn_bla_params p = c.params();
+  float dummy = 0;
+  EXPECT_EQ(FSATTN_ERROR_UNSUPPORTED,
+            fsattn_bla_forward(&exec, &dims, &p, &dummy, &dummy, &dummy, nullptr, nullptr, &dummy, nullptr, nullptr));
+  EXPECT_NE(std::string(fsattn_last_error()).find("65535 chunks"), std::string::npos) << fsattn_last_error();
+}
+
+}  // namespace
