@@ -122,6 +122,11 @@ void bla_step(benchmark::State &state, int64_t B) {
 }
 
 
+// The shape of the IDA issue: B=2, T=2048, H=4, Dk=Dv=64, M=64.
+const ref::IdaShape kIdaShape{2, 2048, 4, 64, 64, 64};
+// The shape of the BLA issue: B=2, T=2048, H=4, Dk=Dv=64, S=64, M=31, W=256.
+const ref::BlaShape kBlaShape{2, 2048, 4, 64, 64, 31, 256.0, 64};
+
 #ifdef FSATTN_BENCH_CUDA
 // ---- CUDA ----------------------------------------------------------------------------------
 // Each benchmark warms up (module load and PTX compilation, workspace allocation), then times
@@ -274,59 +279,47 @@ std::vector<std::string> cuda_variants(fsattn_op op, bool all = true) {
   return v;
 }
 
-// The shape the autoscheduled baselines are built for (the CPU benchmark's).
-const ref::IdaShape kIdaBaselineShape{2, 2048, 4, 64, 64, 64};
-const ref::BlaShape kBlaBaselineShape{2, 2048, 4, 64, 64, 31, 256.0, 64};
+void configure_cuda(benchmark::internal::Benchmark *b) {
+  b->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+}
+
+// The four scan benchmarks at one shape, for every CUDA variant (all = false: the hand
+// schedules only); `suffix` ends each name.
+void register_cuda_at(const std::string &suffix, const ref::IdaShape &ida, const ref::BlaShape &bla, bool all) {
+  struct Op {
+    fsattn_op op;
+    const char *name;
+    bool ida, with_backward;
+  };
+  for (const Op &o : {Op{FSATTN_OP_IDA_FORWARD, "ida_forward", true, false},
+                      Op{FSATTN_OP_IDA_BACKWARD, "ida_forward+backward", true, true},
+                      Op{FSATTN_OP_BLA_FORWARD, "bla_forward", false, false},
+                      Op{FSATTN_OP_BLA_BACKWARD, "bla_forward+backward", false, true}}) {
+    for (const std::string &v : cuda_variants(o.op, all)) {
+      const std::string name = std::string(o.name) + "/cuda/" + v + suffix;
+      configure_cuda(o.ida ? benchmark::RegisterBenchmark(name.c_str(), ida_cuda, v, ida, o.with_backward)
+                           : benchmark::RegisterBenchmark(name.c_str(), bla_cuda, v, bla, o.with_backward));
+    }
+  }
+}
 
 void register_cuda() {
   if (gpu() == nullptr) return;
-  auto configure = [](benchmark::internal::Benchmark *b) {
-    b->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
-  };
-  // Every CUDA variant, the Li2018 builds included, at the baselines' shape.
-  const std::string small = "/B=2,T=2048,H=4";
-  for (const std::string &v : cuda_variants(FSATTN_OP_IDA_FORWARD)) {
-    configure(benchmark::RegisterBenchmark(("ida_forward/cuda/" + v + small).c_str(), ida_cuda, v, kIdaBaselineShape, false));
-  }
-  for (const std::string &v : cuda_variants(FSATTN_OP_IDA_BACKWARD)) {
-    configure(benchmark::RegisterBenchmark(("ida_forward+backward/cuda/" + v + small).c_str(), ida_cuda, v,
-                                           kIdaBaselineShape, true));
-  }
-  for (const std::string &v : cuda_variants(FSATTN_OP_BLA_FORWARD)) {
-    configure(benchmark::RegisterBenchmark(("bla_forward/cuda/" + v + small).c_str(), bla_cuda, v, kBlaBaselineShape, false));
-  }
-  for (const std::string &v : cuda_variants(FSATTN_OP_BLA_BACKWARD)) {
-    configure(benchmark::RegisterBenchmark(("bla_forward+backward/cuda/" + v + small).c_str(), bla_cuda, v,
-                                           kBlaBaselineShape, true));
-  }
-  // The hand schedules at the CUDA issue's shape (the baselines refuse it).
-  for (const std::string &v : cuda_variants(FSATTN_OP_IDA_FORWARD, false)) {
-    configure(benchmark::RegisterBenchmark(("ida_forward/cuda/" + v).c_str(), ida_cuda, v, kIdaGpuShape, false));
-  }
-  for (const std::string &v : cuda_variants(FSATTN_OP_IDA_BACKWARD, false)) {
-    configure(benchmark::RegisterBenchmark(("ida_forward+backward/cuda/" + v).c_str(), ida_cuda, v, kIdaGpuShape, true));
-  }
-  for (const std::string &v : cuda_variants(FSATTN_OP_BLA_FORWARD, false)) {
-    configure(benchmark::RegisterBenchmark(("bla_forward/cuda/" + v).c_str(), bla_cuda, v, kBlaGpuShape, false));
-  }
-  for (const std::string &v : cuda_variants(FSATTN_OP_BLA_BACKWARD, false)) {
-    configure(benchmark::RegisterBenchmark(("bla_forward+backward/cuda/" + v).c_str(), bla_cuda, v, kBlaGpuShape, true));
-  }
+  // Every CUDA variant, the Li2018 builds included, at the shape the baselines are built for
+  // (the CPU benchmark's); the hand schedules at the CUDA issue's shape, which they refuse.
+  register_cuda_at("/B=2,T=2048,H=4", kIdaShape, kBlaShape, true);
+  register_cuda_at("", kIdaGpuShape, kBlaGpuShape, false);
   for (int64_t B : {1, 4, 16, 64, 256}) {
     const std::string batch = "/B=" + std::to_string(B);
     for (auto *b : {benchmark::RegisterBenchmark(("ida_step/cuda" + batch).c_str(), ida_step_cuda, B),
                     benchmark::RegisterBenchmark(("bla_step/cuda" + batch).c_str(), bla_step_cuda, B)}) {
-      configure(b);
+      configure_cuda(b);
       b->Unit(benchmark::kMicrosecond);
     }
   }
 }
 #endif
 
-// The shape of the IDA issue: B=2, T=2048, H=4, Dk=Dv=64, M=64.
-const ref::IdaShape kIdaShape{2, 2048, 4, 64, 64, 64};
-// The shape of the BLA issue: B=2, T=2048, H=4, Dk=Dv=64, S=64, M=31, W=256.
-const ref::BlaShape kBlaShape{2, 2048, 4, 64, 64, 31, 256.0, 64};
 
 int register_all() {
   auto configure = [](benchmark::internal::Benchmark *b) {

@@ -182,7 +182,8 @@ void schedule_pipeline_cuda(const std::vector<Func> &outputs, const std::set<std
     }
     return false;
   };
-  for (auto &[name, f] : pipeline_funcs(outputs)) {
+  for (auto &[func_name, f] : pipeline_funcs(outputs)) {
+    const std::string name = func_name;  // (a structured binding cannot be captured in C++17)
     const bool is_output = std::any_of(outputs.begin(), outputs.end(), [&](const Func &o) { return o.name() == name; });
     const bool inline_it = !is_output && f.num_update_definitions() == 0 && is_inlined(name);
     if (list) std::fprintf(stderr, "  stage %-28s %s\n", name.c_str(),
