@@ -121,11 +121,12 @@ fsattn_status check_cuda_grid(const char *function, const Kernel &k, const fsatt
   if (k.device != FSATTN_DEVICE_CUDA || k.chunk == 0) return FSATTN_OK;
   constexpr int64_t kMaxGrid = 65535;
   const int64_t chunks = (dims->seqlen + k.chunk - 1) / k.chunk;
-  if (chunks > kMaxGrid || dims->heads > kMaxGrid) {
+  if (chunks > kMaxGrid || dims->heads > kMaxGrid || dims->batch > kMaxGrid) {
     return fail(FSATTN_ERROR_UNSUPPORTED,
                 std::string(function) + ": on CUDA a call takes at most 65535 chunks of " + std::to_string(k.chunk) +
                     " tokens (dims->seqlen <= " + std::to_string(kMaxGrid * k.chunk) +
-                    ") and 65535 heads: split the sequence into calls that pass the state on, or the heads");
+                    "), 65535 heads and 65535 batch elements: split the sequence into calls that pass the "
+                    "state on, or the heads or the batch");
   }
   return FSATTN_OK;
 }

@@ -24,9 +24,10 @@ struct Kernel {
 const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device device, const char *variant,
                           fsattn_status *status);
 
-// A CUDA scan kernel runs its chunks and heads along grid dimensions of at most 65535 blocks
-// (schedules/cuda.cpp): a call with more chunks (seqlen / chunk) or heads is refused as
-// unsupported, with the remedy in the message. FSATTN_OK for every other kernel.
+// A CUDA scan kernel runs its chunks, heads and batch elements along grid dimensions of at
+// most 65535 blocks (schedules/cuda.cpp): a call with more chunks (seqlen / chunk), heads or
+// batch elements is refused as unsupported, with the remedy in the message. FSATTN_OK for
+// every other kernel.
 fsattn_status check_cuda_grid(const char *function, const Kernel &k, const fsattn_dims *dims);
 
 }  // namespace fsattn
