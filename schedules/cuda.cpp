@@ -210,6 +210,12 @@ std::set<std::string> with(std::set<std::string> base, std::initializer_list<std
   return base;
 }
 
+// A backward pass: its gradient outputs and the generator's batch-summed parameter gradients.
+void schedule_backward_cuda(std::vector<Func> outputs, const std::vector<Func> &sums, const CudaKnobs &k) {
+  outputs.insert(outputs.end(), sums.begin(), sums.end());
+  schedule_pipeline_cuda(outputs, kViews, k);
+}
+
 }  // namespace
 
 void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
@@ -220,9 +226,7 @@ void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
 }
 
 void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &sums, const CudaKnobs &k) {
-  std::vector<Func> outputs{s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in};
-  outputs.insert(outputs.end(), sums.begin(), sums.end());
-  schedule_pipeline_cuda(outputs, kViews, k);
+  schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, k);
 }
 
 void schedule_bla_forward_cuda(BlaForwardStages &s, const CudaKnobs &k) {
@@ -232,17 +236,15 @@ void schedule_bla_forward_cuda(BlaForwardStages &s, const CudaKnobs &k) {
 }
 
 void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &sums, const CudaKnobs &k) {
-  std::vector<Func> outputs{s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in};
-  outputs.insert(outputs.end(), sums.begin(), sums.end());
-  schedule_pipeline_cuda(outputs, kViews, k);
+  schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, k);
 }
 
 void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
-  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {}), k);
+  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, kViews, k);
 }
 
 void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k) {
-  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {}), k);
+  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, kViews, k);
 }
 
 void schedule_bla_interpolate_cuda(DirichletInterpolation &d, const CudaKnobs &k) {

@@ -206,7 +206,6 @@ fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_bla_step", FSATTN_OP_BLA_STEP, exec->device, exec->variant, &status);
   if (kernel == nullptr) return status;
-  if ((status = check_cuda_grid("fsattn_bla_step", *kernel, dims)) != FSATTN_OK) return status;
 
   const int64_t B = dims->batch, H = dims->heads, Dk = dims->dk, Dv = dims->dv, S = p->slots;
   const BlaScalars scalars(dims, p);

@@ -200,7 +200,6 @@ fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_ida_step", FSATTN_OP_IDA_STEP, exec->device, exec->variant, &status);
   if (kernel == nullptr) return status;
-  if ((status = check_cuda_grid("fsattn_ida_step", *kernel, dims)) != FSATTN_OK) return status;
 
   const int64_t B = dims->batch, H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;
   // The kernel reads the old states for o, then writes the new ones in place (step.h).
