@@ -3,6 +3,7 @@
 #include "kernels.h"
 #include "status.h"
 #include "validate.h"
+#include "tuning.h"
 #include "varlen.h"
 
 #include <cmath>
@@ -106,7 +107,8 @@ fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   }
 
   fsattn_status status = FSATTN_OK;
-  const Kernel *kernel = find_kernel("fsattn_bla_forward", FSATTN_OP_BLA_FORWARD, exec->device, exec->variant, &status);
+  const Kernel *kernel = find_kernel("fsattn_bla_forward", FSATTN_OP_BLA_FORWARD, exec->device, exec->variant,
+                  call_shape(dims, p->slots), &status);
   if (kernel == nullptr) return status;
   if ((status = check_cuda_grid("fsattn_bla_forward", *kernel, dims)) != FSATTN_OK) return status;
 
@@ -169,7 +171,8 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
 
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel =
-      find_kernel("fsattn_bla_backward", FSATTN_OP_BLA_BACKWARD, exec->device, exec->variant, &status);
+      find_kernel("fsattn_bla_backward", FSATTN_OP_BLA_BACKWARD, exec->device, exec->variant,
+                  call_shape(dims, p->slots), &status);
   if (kernel == nullptr) return status;
   if ((status = check_cuda_grid("fsattn_bla_backward", *kernel, dims)) != FSATTN_OK) return status;
 
@@ -204,7 +207,8 @@ fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   if (!val.ok()) return val.status();
 
   fsattn_status status = FSATTN_OK;
-  const Kernel *kernel = find_kernel("fsattn_bla_step", FSATTN_OP_BLA_STEP, exec->device, exec->variant, &status);
+  const Kernel *kernel = find_kernel("fsattn_bla_step", FSATTN_OP_BLA_STEP, exec->device, exec->variant,
+                  call_shape(dims, p->slots), &status);
   if (kernel == nullptr) return status;
 
   const int64_t B = dims->batch, H = dims->heads, Dk = dims->dk, Dv = dims->dv, S = p->slots;
@@ -243,7 +247,8 @@ fsattn_status bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t he
 
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel =
-      find_kernel("fsattn_bla_interpolate", FSATTN_OP_BLA_INTERPOLATE, exec->device, exec->variant, &status);
+      find_kernel("fsattn_bla_interpolate", FSATTN_OP_BLA_INTERPOLATE, exec->device, exec->variant,
+                  CallShape{batch, num_lags, heads, dim, dim, slots}, &status);
   if (kernel == nullptr) return status;
 
   double phase = phase_of(position, period);

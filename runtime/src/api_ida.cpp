@@ -3,6 +3,7 @@
 #include "kernels.h"
 #include "status.h"
 #include "validate.h"
+#include "tuning.h"
 #include "varlen.h"
 
 #include <cmath>
@@ -85,7 +86,8 @@ fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   }
 
   fsattn_status status = FSATTN_OK;
-  const Kernel *kernel = find_kernel("fsattn_ida_forward", FSATTN_OP_IDA_FORWARD, exec->device, exec->variant, &status);
+  const Kernel *kernel = find_kernel("fsattn_ida_forward", FSATTN_OP_IDA_FORWARD, exec->device, exec->variant,
+                  call_shape(dims, p->modes), &status);
   if (kernel == nullptr) return status;
   if ((status = check_cuda_grid("fsattn_ida_forward", *kernel, dims)) != FSATTN_OK) return status;
 
@@ -157,7 +159,8 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
 
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel =
-      find_kernel("fsattn_ida_backward", FSATTN_OP_IDA_BACKWARD, exec->device, exec->variant, &status);
+      find_kernel("fsattn_ida_backward", FSATTN_OP_IDA_BACKWARD, exec->device, exec->variant,
+                  call_shape(dims, p->modes), &status);
   if (kernel == nullptr) return status;
   if ((status = check_cuda_grid("fsattn_ida_backward", *kernel, dims)) != FSATTN_OK) return status;
 
@@ -198,7 +201,8 @@ fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   if (!val.ok()) return val.status();
 
   fsattn_status status = FSATTN_OK;
-  const Kernel *kernel = find_kernel("fsattn_ida_step", FSATTN_OP_IDA_STEP, exec->device, exec->variant, &status);
+  const Kernel *kernel = find_kernel("fsattn_ida_step", FSATTN_OP_IDA_STEP, exec->device, exec->variant,
+                  call_shape(dims, p->modes), &status);
   if (kernel == nullptr) return status;
 
   const int64_t B = dims->batch, H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;

@@ -1,6 +1,7 @@
 #include "kernels.h"
 
 #include "status.h"
+#include "tuning.h"
 #include "validate.h"
 
 #include <cpuid.h>
@@ -31,19 +32,6 @@ const Kernel kTable[] = {
 #include "kernel_table.inc"
 };
 #undef FSATTN_KERNEL
-
-const char *op_name(fsattn_op op) {
-  switch (op) {
-    case FSATTN_OP_IDA_FORWARD: return "ida_forward";
-    case FSATTN_OP_IDA_BACKWARD: return "ida_backward";
-    case FSATTN_OP_BLA_FORWARD: return "bla_forward";
-    case FSATTN_OP_BLA_BACKWARD: return "bla_backward";
-    case FSATTN_OP_BLA_INTERPOLATE: return "bla_interpolate";
-    case FSATTN_OP_IDA_STEP: return "ida_step";
-    case FSATTN_OP_BLA_STEP: return "bla_step";
-  }
-  return "unknown op";
-}
 
 // F16C from CPUID leaf 1 (clang's __builtin_cpu_supports does not know it).
 bool has_f16c() {
@@ -88,17 +76,55 @@ bool cpu_runs_any(const char *targets) {
   return false;
 }
 
+constexpr fsattn_op kOps[] = {FSATTN_OP_IDA_FORWARD, FSATTN_OP_IDA_BACKWARD, FSATTN_OP_BLA_FORWARD,
+                               FSATTN_OP_BLA_BACKWARD, FSATTN_OP_BLA_INTERPOLATE, FSATTN_OP_IDA_STEP,
+                               FSATTN_OP_BLA_STEP};
+
 }  // namespace
 
+const char *op_name(fsattn_op op) {
+  switch (op) {
+    case FSATTN_OP_IDA_FORWARD: return "ida_forward";
+    case FSATTN_OP_IDA_BACKWARD: return "ida_backward";
+    case FSATTN_OP_BLA_FORWARD: return "bla_forward";
+    case FSATTN_OP_BLA_BACKWARD: return "bla_backward";
+    case FSATTN_OP_BLA_INTERPOLATE: return "bla_interpolate";
+    case FSATTN_OP_IDA_STEP: return "ida_step";
+    case FSATTN_OP_BLA_STEP: return "bla_step";
+  }
+  return "unknown op";
+}
+
+bool parse_op(const std::string &name, fsattn_op *op) {
+  for (fsattn_op o : kOps) {
+    if (name == op_name(o)) return *op = o, true;
+  }
+  return false;
+}
+
+bool kernel_runs_here(const Kernel &k) {
+  return k.device != FSATTN_DEVICE_CPU || cpu_runs_any(k.metadata()->target);
+}
+
+const Kernel *compiled_kernel(fsattn_op op, fsattn_device device, const char *variant) {
+  for (const Kernel &k : kTable) {
+    if (k.op == op && k.device == device && std::strcmp(variant, k.variant) == 0) return &k;
+  }
+  return nullptr;
+}
+
 const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device device, const char *variant,
-                          fsattn_status *status) {
+                          const CallShape &shape, fsattn_status *status) {
+  if (variant == nullptr) {
+    if (const Kernel *tuned = tuned_kernel(op, device, shape)) return tuned;
+  }
   const char *dev = device == FSATTN_DEVICE_CUDA ? "CUDA" : "CPU";
   bool any = false;
   for (const Kernel &k : kTable) {
     if (k.op != op || k.device != device) continue;
     any = true;
     if (variant != nullptr && std::strcmp(variant, k.variant) != 0) continue;
-    if (k.device == FSATTN_DEVICE_CPU && !cpu_runs_any(k.metadata()->target)) {
+    if (!kernel_runs_here(k)) {
       *status = fail(FSATTN_ERROR_UNSUPPORTED, std::string(function) + ": variant " + k.variant +
                                                    " was compiled for " + k.metadata()->target +
                                                    ", which this CPU cannot run");

@@ -6,6 +6,8 @@
 
 #include <HalideRuntime.h>
 
+#include <string>
+
 namespace fsattn {
 
 struct Kernel {
@@ -19,10 +21,27 @@ struct Kernel {
   const char *name;      // the AOT function, e.g. "fsattn_ida_forward__cpu_c32"
 };
 
-// The kernel for (op, device) named `variant`, or the default one when variant is NULL.
-// Returns NULL and sets the last error (prefixed by `function`) when there is none.
+struct CallShape;
+
+// The kernel for (op, device) named `variant`; when variant is NULL, the one the tuning table
+// picks for `shape` (tuning.h), else the default (the first row). Returns NULL and sets the
+// last error (prefixed by `function`) when there is none.
 const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device device, const char *variant,
-                          fsattn_status *status);
+                          const CallShape &shape, fsattn_status *status);
+
+// The row of (op, device) named `variant`, or NULL; whether a CPU can run it is not checked.
+const Kernel *compiled_kernel(fsattn_op op, fsattn_device device, const char *variant);
+// Whether this machine can run the kernel (a CPU kernel: whether this CPU has its features).
+bool kernel_runs_here(const Kernel &k);
+
+// "ida_forward" for FSATTN_OP_IDA_FORWARD; parse_op is its inverse (false: no such op).
+const char *op_name(fsattn_op op);
+bool parse_op(const std::string &name, fsattn_op *op);
+
+// The device's name as tuning files record it: this CPU's model, or the GPU calls would run on
+// (the current context's device, else device 0) with its compute capability. Empty (with
+// the reason in *why, when given) if there is none.
+std::string device_name(fsattn_device device, std::string *why);
 
 // A CUDA scan kernel runs its chunks, heads and batch elements along grid dimensions of at
 // most 65535 blocks (schedules/cuda.cpp): a call with more chunks (seqlen / chunk), heads or

@@ -214,6 +214,37 @@ int fsattn_variant_count(fsattn_op op, fsattn_device device);
 /* Name of variant `index` (0 is the default), or NULL when out of range. */
 const char *fsattn_variant_name(fsattn_op op, fsattn_device device, int index);
 
+/* ---- tuning ------------------------------------------------------------------------------
+ * With exec->variant NULL, a call runs the variant a tuning table names for its op, device
+ * and shape; where the table has no entry for the op and device, variant 0. A table lists
+ * measured shapes (batch, seqlen, heads, dk, dv, and modes or slots: the "features") with
+ * the fastest variant at each; a call takes the entry nearest its shape, the distance being
+ * the sum of |log2| of the ratios of batch·heads, seqlen, dk, dv and features (the first
+ * entry of equal distance wins). A variable-length call picks per sequence.
+ *
+ * The table in use is the built-in one (measured on an NVIDIA H200 and its host CPU: see the
+ * README), or a file that fsattn-tune wrote on this machine: set FSATTN_TUNING to its path
+ * before the first call, or call fsattn_load_tuning. A file is rejected, and the built-in
+ * table used, when it does not parse, was written by another fsattn version, names a variant
+ * this build lacks, or was measured on another CPU model or GPU than this machine's. Every
+ * variant computes the same function; results are bitwise reproducible for a given variant. */
+
+/* Replaces the table with the file at `path` (NULL: the built-in table). On failure returns
+   FSATTN_ERROR_INVALID_ARGUMENT with the reason, and the built-in table is used. Safe to call
+   from any thread; calls already running keep the variant they chose. */
+fsattn_status fsattn_load_tuning(const char *path);
+/* Which table is in use, e.g. "built-in table, 24 entries, measured on NVIDIA H200 (compute
+   capability 9.0)"; when a file was rejected (FSATTN_TUNING's included), why. */
+const char *fsattn_tuning_info(void);
+/* The variant a dense call with this exec, dims and features (IDA modes, BLA slots) would run,
+   or NULL (with the reason in fsattn_last_error) when the call would be refused for them. */
+const char *fsattn_selected_variant(const fsattn_exec *exec, fsattn_op op, const fsattn_dims *dims,
+                                    int64_t features);
+/* The device as tuning files name it: this CPU's model, or the GPU that CUDA calls on this
+   thread would use (the current context's device, else device 0) with its compute capability,
+   e.g. "NVIDIA H200 (compute capability 9.0)". NULL when there is none (FSATTN_ERROR_DEVICE). */
+const char *fsattn_device_name(fsattn_device device);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,247 @@
+#include "tuning.h"
+
+#include "status.h"
+#include "validate.h"
+
+#include "json.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <iterator>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace fsattn {
+
+namespace {
+
+// runtime/tuning/builtin.json, as the string kBuiltinTuning.
+#include "builtin_tuning.inc"
+
+struct Entry {
+  fsattn_op op;
+  fsattn_device device;
+  CallShape shape;
+  const Kernel *kernel;
+};
+
+struct Table {
+  std::vector<Entry> entries;
+  std::string info;  // what fsattn_tuning_info says
+};
+
+// A table description's device part: "NVIDIA H200 (compute capability 9.0)".
+std::string gpu_of(const json::Value &file) {
+  const json::Value *g = file.find("gpu");
+  return g != nullptr && g->kind == json::Value::String ? g->string : std::string();
+}
+
+bool positive_integer(const json::Value *v, int64_t *out) {
+  if (v == nullptr || v->kind != json::Value::Number || !(v->number >= 1 && v->number <= 9.2e18) ||
+      v->number != std::floor(v->number)) {
+    return false;
+  }
+  *out = int64_t(v->number);
+  return true;
+}
+
+// One entry of the file's "entries" array. builtin: an entry whose variant this build lacks
+// is skipped (false with an empty error), not an error.
+bool read_entry(const json::Value &e, size_t index, bool builtin, Entry *out, std::string *error) {
+  const std::string where = "entries[" + std::to_string(index) + "]";
+  const json::Value *op = e.find("op"), *device = e.find("device"), *shape = e.find("shape"),
+                    *variant = e.find("variant");
+  if (op == nullptr || op->kind != json::Value::String || !parse_op(op->string, &out->op)) {
+    *error = where + ": \"op\" must name an op (ida_forward, ida_backward, bla_forward, ...)";
+    return false;
+  }
+  if (device == nullptr || device->kind != json::Value::String || (device->string != "cpu" && device->string != "cuda")) {
+    *error = where + ": \"device\" must be \"cpu\" or \"cuda\"";
+    return false;
+  }
+  out->device = device->string == "cuda" ? FSATTN_DEVICE_CUDA : FSATTN_DEVICE_CPU;
+  CallShape &s = out->shape;
+  const char *names[] = {"batch", "seqlen", "heads", "dk", "dv", "features"};
+  int64_t *fields[] = {&s.batch, &s.seqlen, &s.heads, &s.dk, &s.dv, &s.features};
+  for (int i = 0; i < 6; ++i) {
+    if (shape == nullptr || !positive_integer(shape->find(names[i]), fields[i])) {
+      *error = where + ": \"shape\" must give \"" + names[i] + "\" as a positive integer";
+      return false;
+    }
+  }
+  if (variant == nullptr || variant->kind != json::Value::String) {
+    *error = where + ": \"variant\" must be a string";
+    return false;
+  }
+  out->kernel = compiled_kernel(out->op, out->device, variant->string.c_str());
+  if (out->kernel == nullptr) {
+    *error = builtin ? "" : where + ": this build has no " + device->string + " variant '" + variant->string + "' of " +
+                                op->string + " (the file is stale: re-run fsattn-tune)";
+    return false;
+  }
+  return true;
+}
+
+// The table in `text`. A file (builtin false) must have been written for this library
+// version and for this machine's devices; the built-in table serves every machine.
+bool read_table(const std::string &text, const std::string &name, bool builtin, Table *out, std::string *error) {
+  json::Value file;
+  std::string why;
+  if (!json::parse(text, &file, &why)) {
+    *error = name + " is not valid JSON (" + why + ")";
+    return false;
+  }
+  const json::Value *format = file.find("format"), *library = file.find("library"), *entries = file.find("entries");
+  if (format == nullptr || format->kind != json::Value::String || format->string != "fsattn-tuning-1") {
+    *error = name + " is not an fsattn tuning file (\"format\" must be \"fsattn-tuning-1\")";
+    return false;
+  }
+  if (!builtin && (library == nullptr || library->kind != json::Value::String || library->string != fsattn_version())) {
+    *error = name + " is stale: written for fsattn " +
+             (library != nullptr && library->kind == json::Value::String ? library->string : "(none)") +
+             ", this is fsattn " + fsattn_version() + " (re-run fsattn-tune)";
+    return false;
+  }
+  if (entries == nullptr || entries->kind != json::Value::Array) {
+    *error = name + ": \"entries\" must be an array";
+    return false;
+  }
+  bool cpu = false, cuda = false;
+  for (size_t i = 0; i < entries->items.size(); ++i) {
+    Entry e{};
+    if (!read_entry(entries->items[i], i, builtin, &e, &why)) {
+      if (builtin && why.empty()) continue;
+      *error = name + ": " + why;
+      return false;
+    }
+    cpu |= e.device == FSATTN_DEVICE_CPU;
+    cuda |= e.device == FSATTN_DEVICE_CUDA;
+    out->entries.push_back(e);
+  }
+  // A file's measurements hold for the devices they were taken on.
+  for (auto [present, key, device] : {std::tuple{cpu, "cpu", FSATTN_DEVICE_CPU}, std::tuple{cuda, "gpu", FSATTN_DEVICE_CUDA}}) {
+    if (builtin || !present) continue;
+    const json::Value *v = file.find(key);
+    const std::string here = device_name(device, nullptr);
+    if (v == nullptr || v->kind != json::Value::String) {
+      *error = name + ": \"" + key + "\" must name the device its entries were measured on";
+      return false;
+    }
+    if (!here.empty() && v->string != here) {
+      *error = name + " is stale: tuned on " + v->string + ", this machine has " + here + " (re-run fsattn-tune)";
+      return false;
+    }
+  }
+  const std::string gpu = gpu_of(file);
+  out->info = (builtin ? std::string("built-in table") : name) + ", " + std::to_string(out->entries.size()) +
+              " entries" + (gpu.empty() ? "" : ", measured on " + gpu);
+  return true;
+}
+
+std::shared_ptr<const Table> builtin_table() {
+  auto t = std::make_shared<Table>();
+  std::string error;
+  if (!read_table(kBuiltinTuning, "the built-in table", true, t.get(), &error)) {
+    t->entries.clear();
+    t->info = "no table (the built-in one is unreadable: " + error + ")";
+  }
+  return t;
+}
+
+std::mutex g_lock;
+std::shared_ptr<const Table> g_table;  // NULL until the first use or load
+
+// Replaces the table with the file at `path` (NULL: the built-in one). On failure the
+// built-in table is used, and its description says why.
+fsattn_status load(const char *path, bool from_environment) {
+  std::shared_ptr<const Table> table = builtin_table();
+  fsattn_status status = FSATTN_OK;
+  std::string error;
+  if (path != nullptr) {
+    const std::string name = from_environment ? "FSATTN_TUNING=" + std::string(path) : std::string(path);
+    std::ifstream in(path, std::ios::binary);
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    auto t = std::make_shared<Table>();
+    if (!in.is_open() || in.bad()) {
+      error = name + " cannot be read";
+    } else if (read_table(text, name, false, t.get(), &error)) {
+      table = t;
+    }
+    if (!error.empty()) {
+      auto fallback = std::make_shared<Table>(*table);
+      fallback->info += "; " + error;
+      table = fallback;
+      // From the environment, at some call's first use of the table: that call's status and
+      // message stay its own, and fsattn_tuning_info tells.
+      if (!from_environment) {
+        status = fail(FSATTN_ERROR_INVALID_ARGUMENT, "fsattn_load_tuning: " + error + "; the built-in table is used");
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(g_lock);
+  g_table = table;
+  return status;
+}
+
+std::shared_ptr<const Table> table() {
+  static std::once_flag environment;
+  std::call_once(environment, [] {
+    bool loaded;
+    {
+      std::lock_guard<std::mutex> lock(g_lock);
+      loaded = g_table != nullptr;
+    }
+    if (!loaded) {
+      const char *path = std::getenv("FSATTN_TUNING");
+      load(path != nullptr && *path != '\0' ? path : nullptr, true);
+    }
+  });
+  std::lock_guard<std::mutex> lock(g_lock);
+  return g_table;
+}
+
+double log_distance(int64_t a, int64_t b) { return std::fabs(std::log2(double(a)) - std::log2(double(b))); }
+
+}  // namespace
+
+const Kernel *tuned_kernel(fsattn_op op, fsattn_device device, const CallShape &s) {
+  const std::shared_ptr<const Table> t = table();
+  const Entry *best = nullptr;
+  double best_distance = 0.0;
+  for (const Entry &e : t->entries) {
+    if (e.op != op || e.device != device) continue;
+    const CallShape &m = e.shape;
+    // Shapes compare by their sizes' ratios: the batch-heads product (both run in parallel),
+    // the sequence length, and the three feature sizes. The first of equal distances wins.
+    const double d = log_distance(s.batch * s.heads, m.batch * m.heads) + log_distance(s.seqlen, m.seqlen) +
+                     log_distance(s.dk, m.dk) + log_distance(s.dv, m.dv) + log_distance(s.features, m.features);
+    if (best == nullptr || d < best_distance) {
+      best = &e;
+      best_distance = d;
+    }
+  }
+  return best != nullptr && kernel_runs_here(*best->kernel) ? best->kernel : nullptr;
+}
+
+}  // namespace fsattn
+
+extern "C" fsattn_status fsattn_load_tuning(const char *path) {
+  return fsattn::guarded("fsattn_load_tuning", [&] {
+    (void)fsattn::table();  // the environment's file, if any, is read first and then replaced
+    return fsattn::load(path, false);
+  });
+}
+
+extern "C" const char *fsattn_tuning_info(void) {
+  thread_local std::string info;
+  try {
+    info = fsattn::table()->info;
+  } catch (const std::bad_alloc &) {
+    info = "(out of memory)";
+  }
+  return info.c_str();
+}
