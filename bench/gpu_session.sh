@@ -3,9 +3,11 @@
 # elsewhere and staged by bench/stage_gpu.sh in .device/ (nothing is built here): the GPU
 # test suite, the suite again under compute-sanitizer (memcheck, racecheck) on small shapes,
 # the CUDA benchmarks (JSON), the PyTorch peers, and a short table last.
-#   bash bench/gpu_session.sh [tests|sanitize|bench|profile|peers ...]
-# (default: tests sanitize bench peers; profile: per-kernel times of one call of each
-# forward at the benchmark shape, from Nsight Compute).
+#   bash bench/gpu_session.sh [tests|sanitize|tune|bench|profile|peers ...]
+# (default: tests sanitize bench peers; tune: fsattn-tune over every variant at its default
+# shapes, CPU and GPU, writing tuning.json; profile: per-kernel times of one call of each
+# forward at the benchmark shape, from Nsight Compute; peers also times SDPA flash
+# attention against sequence length for bench/plot.py).
 # Logs and results go to $OUT (or ./gpu-results).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-results}
@@ -27,9 +29,11 @@ for step in "${steps[@]}"; do
           --gtest_filter="$small" > "$OUT/sanitizer-$tool.txt" 2>&1
         echo "compute-sanitizer $tool: exit $? :: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.txt" | tail -1)" | tee -a "$log"
       done ;;
+    tune)
+      timeout 400 .device/fsattn-tune --out "$OUT/tuning.json" 2>&1 | tee -a "$log" ;;
     bench)
-      timeout 400 .device/fsattn-bench --benchmark_filter=cuda --benchmark_out="$OUT/bench.json" \
-        --benchmark_out_format=json 2>&1 | tee -a "$log" | grep -E "cuda|Run" ;;
+      timeout 400 .device/fsattn-bench --benchmark_filter='cuda|step' --benchmark_out="$OUT/bench.json" \
+        --benchmark_out_format=json 2>&1 | tee -a "$log" | grep -E "cuda|step|Run" ;;
     profile)
       for op in ida_forward bla_forward; do
         timeout 240 ncu --clock-control none --launch-skip 150 --launch-count 60 --print-summary per-kernel \
@@ -37,6 +41,8 @@ for step in "${steps[@]}"; do
         echo "ncu $op: exit $?" | tee -a "$log"
       done ;;
     peers)
-      timeout 300 python3 bench/peer_gpu.py --json "$OUT/peers.json" 2>&1 | tee -a "$log" | tail -15 ;;
+      timeout 300 python3 bench/peer_gpu.py --json "$OUT/peers.json" 2>&1 | tee -a "$log" | tail -15
+      timeout 200 python3 bench/peer_gpu.py --methods sdpa_flash --seqlens 1024 2048 4096 8192 16384 32768 65536 \
+        --json "$OUT/seqlen.json" 2>&1 | tee -a "$log" | tail -9 ;;
   esac
 done

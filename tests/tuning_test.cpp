@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
+
+#include <unistd.h>
 
 using namespace fsattn;
 using namespace fsattn::test;
@@ -51,19 +54,20 @@ const char *selected(fsattn_op op, int64_t B, int64_t T, const char *variant = n
 
 std::string default_variant(fsattn_op op) { return fsattn_variant_name(op, FSATTN_DEVICE_CPU, 0); }
 
-// Set before any call into the library: the file is read at the first use of the table.
-const std::string kEnvironmentFile = [] {
-  const std::string path = write_file("env.json", table(entry("bla_forward", "cpu_c32", 1, 64)));
-  setenv("FSATTN_TUNING", path.c_str(), 1);
-  return path;
-}();
+// Written and named in FSATTN_TUNING before any call into the library (the file is read at
+// the first use of the table); removed at exit.
+struct EnvironmentFile {
+  std::string path = write_file("env.json", table(entry("bla_forward", "cpu_c32", 1, 64)));
+  EnvironmentFile() { setenv("FSATTN_TUNING", path.c_str(), 1); }
+  ~EnvironmentFile() { std::remove(path.c_str()); }
+};
+const EnvironmentFile kEnvironmentFile;
 
 TEST(Tuning, EnvironmentFileIsUsed) {
-  EXPECT_NE(std::string(fsattn_tuning_info()).find(kEnvironmentFile), std::string::npos) << fsattn_tuning_info();
+  EXPECT_NE(std::string(fsattn_tuning_info()).find(kEnvironmentFile.path), std::string::npos) << fsattn_tuning_info();
   EXPECT_STREQ(selected(FSATTN_OP_BLA_FORWARD, 1, 64), "cpu_c32");
   // No entry for the IDA forward in that file: its default.
   EXPECT_EQ(selected(FSATTN_OP_IDA_FORWARD, 1, 64), default_variant(FSATTN_OP_IDA_FORWARD));
-  std::remove(kEnvironmentFile.c_str());
 }
 
 TEST(Tuning, NearestShapeWins) {
@@ -160,6 +164,28 @@ TEST(Tuning, SelectedVariantChecksItsArguments) {
   const fsattn_exec unknown{FSATTN_DEVICE_CPU, nullptr, "cpu_c999"};
   EXPECT_EQ(fsattn_selected_variant(&unknown, FSATTN_OP_IDA_FORWARD, &dims, 4), nullptr);
   EXPECT_NE(std::string(fsattn_last_error()).find("cpu_c999"), std::string::npos);
+}
+
+// A file fsattn-tune wrote (the ctest fixture fsattn_tune_writes_a_file; skipped without it):
+// it loads, and each entry's variant is what a call at its shape runs.
+TEST(Tuning, LoadsFsattnTuneOutput) {
+  const char *path = std::getenv("FSATTN_TUNE_FILE");
+  if (path == nullptr) GTEST_SKIP() << "FSATTN_TUNE_FILE is not set (ctest sets it)";
+  ASSERT_EQ(fsattn_load_tuning(path), FSATTN_OK) << fsattn_last_error();
+  EXPECT_NE(std::string(fsattn_tuning_info()).find("2 entries"), std::string::npos) << fsattn_tuning_info();
+  std::ifstream in(path);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  for (fsattn_op op : {FSATTN_OP_BLA_FORWARD, FSATTN_OP_IDA_BACKWARD}) {
+    const fsattn_dims dims{1, 40, 2, 8, 8, nullptr, 0};
+    const char *v = fsattn_selected_variant(&kCpu, op, &dims, 4);
+    ASSERT_NE(v, nullptr) << fsattn_last_error();
+    const std::string name = op == FSATTN_OP_BLA_FORWARD ? "bla_forward" : "ida_backward";
+    EXPECT_NE(text.find("\"op\": \"" + name + "\", \"device\": \"cpu\", \"shape\": {\"batch\": 1, \"seqlen\": 40, \"heads\": 2, "
+                        "\"dk\": 8, \"dv\": 8, \"features\": 4},\n     \"variant\": \"" + v + "\""),
+              std::string::npos)
+        << name << " runs " << v << ", not the file's choice:\n" << text;
+  }
+  ASSERT_EQ(fsattn_load_tuning(nullptr), FSATTN_OK);
 }
 
 TEST(Tuning, DeviceNames) {

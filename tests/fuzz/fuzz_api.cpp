@@ -14,10 +14,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -344,13 +348,52 @@ void fuzz_bla_interpolate(FuzzedDataProvider &in) {
   check_call(st, !valid, {&out});
 }
 
+// A tuning file: arbitrary bytes, or a well-formed file with fuzzed fields. Loading it either
+// succeeds or is refused with a message; either way the table in use is described, and the
+// variant a fuzzed call would run is a compiled one or the call is refused.
+void fuzz_tuning(FuzzedDataProvider &in) {
+  static const std::string path = "/tmp/fsattn_fuzz_tuning_" + std::to_string(getpid()) + ".json";
+  std::string text;
+  if (in.ConsumeBool()) {
+    text = in.ConsumeRandomLengthString(4096);
+  } else {
+    const char *ops[] = {"ida_forward", "ida_backward", "bla_forward", "bla_backward", "ida_step", "bla_step", "x"};
+    const fsattn_op op = fsattn_op(in.ConsumeIntegralInRange<int>(FSATTN_OP_IDA_FORWARD, FSATTN_OP_BLA_STEP));
+    const char *variant = fsattn_variant_name(op, FSATTN_DEVICE_CPU, in.ConsumeIntegralInRange<int>(0, 3));
+    auto number = [&] {
+      return in.ConsumeBool() ? std::to_string(in.ConsumeIntegralInRange<int64_t>(1, 70000))
+                              : std::to_string(in.ConsumeFloatingPoint<double>());
+    };
+    text = std::string("{\"format\": \"fsattn-tuning-1\", \"library\": \"") +
+           (in.ConsumeBool() ? fsattn_version() : "9.9") + "\", \"cpu\": \"" + fsattn_device_name(FSATTN_DEVICE_CPU) +
+           "\", \"entries\": [{\"op\": \"" + in.PickValueInArray(ops) + "\", \"device\": \"" +
+           (in.ConsumeBool() ? "cpu" : "cuda") + "\", \"shape\": {\"batch\": " + number() + ", \"seqlen\": " +
+           number() + ", \"heads\": " + number() + ", \"dk\": " + number() + ", \"dv\": " + number() +
+           ", \"features\": " + number() + "}, \"variant\": \"" + (variant != nullptr ? variant : "none") + "\"}]}";
+  }
+  if (FILE *f = std::fopen(path.c_str(), "wb")) {
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  const fsattn_status st = fsattn_load_tuning(path.c_str());
+  check(st == FSATTN_OK || st == FSATTN_ERROR_INVALID_ARGUMENT);
+  if (st != FSATTN_OK) check(std::strlen(fsattn_last_error()) > 0);
+  check(std::strlen(fsattn_tuning_info()) > 0);
+  const fsattn_op op = fsattn_op(in.ConsumeIntegralInRange<int>(FSATTN_OP_IDA_FORWARD, FSATTN_OP_BLA_STEP));
+  const fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  const Dims dm = fuzz_dims(in);
+  const char *v = fsattn_selected_variant(&exec, op, &dm.d, fuzz_size(in, FSATTN_MAX_FEATURE));
+  check(v != nullptr ? std::strlen(v) > 0 : std::strlen(fsattn_last_error()) > 0);
+  check(fsattn_load_tuning(nullptr) == FSATTN_OK);
+}
+
 // Calls refused before any buffer is read (no parameters), and the informational functions.
 void fuzz_others(FuzzedDataProvider &in) {
   fsattn_exec exec = fuzz_exec(in, fsattn_op(in.ConsumeIntegralInRange<int>(0, 6)));
   Dims dm = fuzz_dims(in);
   float sink[4] = {kSentinel, kSentinel, kSentinel, kSentinel};
   fsattn_status st = FSATTN_OK;
-  switch (in.ConsumeIntegralInRange<int>(0, 6)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 7)) {
     case 0:
     case 1: st = fsattn_ida_step(&exec, &dm.d, nullptr, sink, sink, sink, sink, sink, sink); break;
     case 2:
@@ -365,7 +408,8 @@ void fuzz_others(FuzzedDataProvider &in) {
       return;
     }
     case 5: check(std::strlen(fsattn_version()) > 0); return;
-    default: fsattn_release_workspace(); return;
+    case 6: fsattn_release_workspace(); return;
+    default: fuzz_tuning(in); return;
   }
   check(st != FSATTN_OK);
   check_call(st, true, {});

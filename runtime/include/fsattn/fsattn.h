@@ -60,8 +60,9 @@ typedef enum { FSATTN_DEVICE_CPU = 0, FSATTN_DEVICE_CUDA = 1 } fsattn_device;
 typedef struct {
   fsattn_device device;
   void *stream;          /* CUDA: the caller's cudaStream_t / CUstream (NULL: default stream) */
-  const char *variant;   /* NULL: the default schedule. Else the name of a compiled variant of
-                            the called kernel (see fsattn_variant_name); an unknown name is
+  const char *variant;   /* NULL: the variant the tuning table picks for the call's shape
+                            (see "tuning" below). Else the name of a compiled variant of the
+                            called kernel (see fsattn_variant_name); an unknown name is
                             FSATTN_ERROR_INVALID_ARGUMENT. */
 } fsattn_exec;
 
@@ -211,7 +212,8 @@ typedef enum {
 
 /* Number of compiled variants of `op` for `device` (0 if none). */
 int fsattn_variant_count(fsattn_op op, fsattn_device device);
-/* Name of variant `index` (0 is the default), or NULL when out of range. */
+/* Name of variant `index`, or NULL when out of range. Variant 0 runs where the tuning table
+   (below) has no entry for the op and device. */
 const char *fsattn_variant_name(fsattn_op op, fsattn_device device, int index);
 
 /* ---- tuning ------------------------------------------------------------------------------

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""PNG plots from fsattn-bench JSON (--benchmark_out) and bench/peer_gpu.py JSON.
+
+  python3 bench/plot.py --bench bench.json [--peers seqlen.json] [--out docs/plots]
+
+Writes, for what the files hold:
+  schedules_cuda.png  time per schedule, per op, on the GPU (each benchmark shape)
+  schedules_cpu.png   time per schedule, per op, on the CPU
+  seqlen_cuda.png     time against sequence length (1K-64K, B = max(1, 32768 / T)) of the
+                      fsattn forwards and forward+backwards next to SDPA flash attention
+  steps.png           decode-step latency and state bandwidth against batch size, CPU and GPU
+Needs matplotlib.
+"""
+
+import argparse
+import collections
+import json
+import os
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def ms_of(b):
+    scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b["time_unit"]]
+    return b["real_time"] * scale
+
+
+def load_bench(path):
+    with open(path) as f:
+        data = json.load(f)
+    rows = []
+    for b in data["benchmarks"]:
+        if b.get("error_occurred") or b.get("run_type") == "aggregate":
+            continue
+        name = re.sub(r"/(iterations:\d+|manual_time|real_time|min_time:[\d.]+)", "", b["name"])
+        rows.append((name, ms_of(b), b))
+    return rows, data.get("context", {})
+
+
+def schedules(rows, device, out):
+    """One panel per benchmark shape: bars of ms per variant, grouped by op."""
+    groups = collections.defaultdict(lambda: collections.defaultdict(dict))
+    for name, ms, _ in rows:
+        parts = name.split("/")
+        if len(parts) < 3 or parts[1] != device or parts[2] in ("seqlen",) or parts[2].startswith("B="):
+            continue
+        shape = parts[3] if len(parts) > 3 else ("B=8,T=4096,H=16" if device == "cuda" else "B=2,T=2048,H=4")
+        groups[shape][parts[0]][parts[2]] = ms
+    if not groups:
+        return None
+    fig, axes = plt.subplots(len(groups), 1, figsize=(11, 3.6 * len(groups)), squeeze=False)
+    for ax, (shape, ops) in zip(axes[:, 0], sorted(groups.items())):
+        x, labels, ticks = 0, [], []
+        for op, variants in ops.items():
+            start = x
+            for v, ms in variants.items():
+                bar = ax.bar(x, ms, color="tab:orange" if re.search("adams|mullapudi|li2018", v) else "tab:blue")
+                ax.bar_label(bar, labels=[f"{ms:.3g}"], fontsize=7, rotation=90, padding=2)
+                labels.append((x, v))
+                x += 1
+            ticks.append(((start + x - 1) / 2, op))
+            x += 1
+        ax.set_xticks([p for p, _ in labels], [v for _, v in labels], rotation=60, ha="right", fontsize=7)
+        sec = ax.secondary_xaxis("top")
+        sec.set_xticks([p for p, _ in ticks], [o for _, o in ticks], fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms (log)")
+        ax.set_title(f"{device.upper()} {shape.replace(',', ' ')}, D=64, 64 modes/slots, fp32 "
+                     "(blue: hand schedules, orange: autoscheduled)", fontsize=9, pad=18)
+    fig.tight_layout()
+    path = os.path.join(out, f"schedules_{device}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def seqlen(rows, peers, out):
+    series = collections.defaultdict(dict)
+    for name, ms, _ in rows:
+        m = re.match(r"(\w+_forward(\+backward)?)/cuda/seqlen/T=(\d+)$", name)
+        if m:
+            series[("fsattn " + m.group(1).split("_")[0].upper(), bool(m.group(2)))][int(m.group(3))] = ms
+    for r in peers:
+        for key, both in (("fwd_ms", False), ("fwdbwd_ms", True)):
+            if r.get(key) is not None:
+                series[(r["method"] + (" (bf16)" if "sdpa" in r["method"] else ""), both)][r["T"]] = r[key]
+    if not series:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, both in zip(axes, (False, True)):
+        for (label, b), pts in sorted(series.items()):
+            if b != both or not pts:
+                continue
+            T = sorted(pts)
+            ax.plot(T, [pts[t] for t in T], marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length T (batch = max(1, 32768 / T), H=16, D=64)")
+        ax.set_ylabel("ms (log)")
+        ax.set_title("forward + backward" if both else "forward", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(out, "seqlen_cuda.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def steps(rows, out):
+    series = collections.defaultdict(dict)
+    for name, ms, b in rows:
+        m = re.match(r"(ida|bla)_step/(cpu|cuda)/B=(\d+)$", name)
+        if m:
+            series[(m.group(1).upper(), m.group(2))][int(m.group(3))] = (ms, b.get("GB/s", b.get("state GB/s", 0.0)))
+    if not series:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for (op, device), pts in sorted(series.items()):
+        B = sorted(pts)
+        style = "-" if device == "cuda" else "--"
+        axes[0].plot(B, [pts[b][0] * 1e3 for b in B], style, marker="o", label=f"{op} step, {device}")
+        axes[1].plot(B, [pts[b][1] for b in B], style, marker="o", label=f"{op} step, {device}")
+    axes[0].axhline(90, color="gray", lw=0.8, ls=":")
+    axes[0].text(1, 95, "90 µs aim at B=64", fontsize=7, color="gray")
+    axes[0].set_ylabel("µs per step (log)")
+    axes[1].set_ylabel("state GB/s (read + write)")
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch (sequences), H=32, D=64, M=S=64")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0].set_yscale("log")
+    fig.tight_layout()
+    path = os.path.join(out, "steps.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bench", nargs="+", required=True, help="fsattn-bench JSON files")
+    ap.add_argument("--peers", help="bench/peer_gpu.py --seqlens JSON")
+    ap.add_argument("--out", default="docs/plots")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    rows = []
+    for path in args.bench:
+        rows += load_bench(path)[0]
+    peers = []
+    if args.peers:
+        with open(args.peers) as f:
+            peers = json.load(f)["results"]
+    for path in (schedules(rows, "cuda", args.out), schedules(rows, "cpu", args.out), seqlen(rows, peers, args.out),
+                 steps(rows, args.out)):
+        if path:
+            print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
