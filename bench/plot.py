@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """PNG plots from fsattn-bench JSON (--benchmark_out) and bench/peer_gpu.py JSON.
 
-  python3 bench/plot.py --bench bench.json [--peers seqlen.json] [--out docs/plots]
+  python3 bench/plot.py [--bench bench.json...] [--peers seqlen.json] [--tuning tuning.json]
+                        [--out docs/plots]
 
 Writes, for what the files hold:
-  schedules_cuda.png  time per schedule, per op, on the GPU (each benchmark shape)
-  schedules_cpu.png   time per schedule, per op, on the CPU
+  schedules_cuda.png  time per schedule, per op and tuned shape, on the GPU (fsattn-tune file)
+  schedules_cpu.png   the same on the CPU
   seqlen_cuda.png     time against sequence length (1K-64K, B = max(1, 32768 / T)) of the
                       fsattn forwards and forward+backwards next to SDPA flash attention
   steps.png           decode-step latency and state bandwidth against batch size, CPU and GPU
@@ -37,40 +38,35 @@ def load_bench(path):
         if b.get("error_occurred") or b.get("run_type") == "aggregate":
             continue
         name = re.sub(r"/(iterations:\d+|manual_time|real_time|min_time:[\d.]+)", "", b["name"])
+        b = dict(b, cpus=data.get("context", {}).get("num_cpus"))
         rows.append((name, ms_of(b), b))
     return rows, data.get("context", {})
 
 
-def schedules(rows, device, out):
-    """One panel per benchmark shape: bars of ms per variant, grouped by op."""
-    groups = collections.defaultdict(lambda: collections.defaultdict(dict))
-    for name, ms, _ in rows:
-        parts = name.split("/")
-        if len(parts) < 3 or parts[1] != device or parts[2] in ("seqlen",) or parts[2].startswith("B="):
-            continue
-        shape = parts[3] if len(parts) > 3 else ("B=8,T=4096,H=16" if device == "cuda" else "B=2,T=2048,H=4")
-        groups[shape][parts[0]][parts[2]] = ms
-    if not groups:
+def schedules(entries, device, machine, out):
+    """From fsattn-tune files: one panel per op, bars of ms per variant at each tuned shape."""
+    ops = collections.defaultdict(list)
+    for e in entries:
+        if e["device"] == device and "step" not in e["op"]:
+            ops[e["op"]].append(e)
+    if not ops:
         return None
-    fig, axes = plt.subplots(len(groups), 1, figsize=(11, 3.6 * len(groups)), squeeze=False)
-    for ax, (shape, ops) in zip(axes[:, 0], sorted(groups.items())):
-        x, labels, ticks = 0, [], []
-        for op, variants in ops.items():
-            start = x
-            for v, ms in variants.items():
-                bar = ax.bar(x, ms, color="tab:orange" if re.search("adams|mullapudi|li2018", v) else "tab:blue")
-                ax.bar_label(bar, labels=[f"{ms:.3g}"], fontsize=7, rotation=90, padding=2)
-                labels.append((x, v))
-                x += 1
-            ticks.append(((start + x - 1) / 2, op))
-            x += 1
-        ax.set_xticks([p for p, _ in labels], [v for _, v in labels], rotation=60, ha="right", fontsize=7)
-        sec = ax.secondary_xaxis("top")
-        sec.set_xticks([p for p, _ in ticks], [o for _, o in ticks], fontsize=8)
+    fig, axes = plt.subplots(len(ops), 1, figsize=(11, 3.3 * len(ops)), squeeze=False)
+    for ax, (op, rows) in zip(axes[:, 0], ops.items()):
+        variants = sorted({v for e in rows for v in e["ms"]})
+        width = 0.8 / len(variants)
+        for i, v in enumerate(variants):
+            xs = [j + i * width for j, e in enumerate(rows) if v in e["ms"]]
+            ms = [e["ms"][v] for e in rows if v in e["ms"]]
+            bars = ax.bar(xs, ms, width, label=v)
+            ax.bar_label(bars, labels=[f"{m:.3g}" for m in ms], fontsize=6, rotation=90, padding=2)
+        s = [e["shape"] for e in rows]
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rows))],
+                      [f"B={x['batch']} T={x['seqlen']} H={x['heads']}" for x in s], fontsize=8)
         ax.set_yscale("log")
         ax.set_ylabel("ms (log)")
-        ax.set_title(f"{device.upper()} {shape.replace(',', ' ')}, D=64, 64 modes/slots, fp32 "
-                     "(blue: hand schedules, orange: autoscheduled)", fontsize=9, pad=18)
+        ax.set_title(f"{op} on {machine}: every hand-scheduled variant (D=64, 64 modes/slots, fp32)", fontsize=9)
+        ax.legend(fontsize=7, ncol=4)
     fig.tight_layout()
     path = os.path.join(out, f"schedules_{device}.png")
     fig.savefig(path, dpi=110)
@@ -116,13 +112,14 @@ def steps(rows, out):
     for name, ms, b in rows:
         m = re.match(r"(ida|bla)_step/(cpu|cuda)/B=(\d+)$", name)
         if m:
-            series[(m.group(1).upper(), m.group(2))][int(m.group(3))] = (ms, b.get("GB/s", b.get("state GB/s", 0.0)))
+            device = f"{b['cpus']}-core CPU" if m.group(2) == "cpu" else "GPU"
+            series[(m.group(1).upper(), device)][int(m.group(3))] = (ms, b.get("GB/s", b.get("state GB/s", 0.0)))
     if not series:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for (op, device), pts in sorted(series.items()):
         B = sorted(pts)
-        style = "-" if device == "cuda" else "--"
+        style = "-" if device == "GPU" else "--"
         axes[0].plot(B, [pts[b][0] * 1e3 for b in B], style, marker="o", label=f"{op} step, {device}")
         axes[1].plot(B, [pts[b][1] for b in B], style, marker="o", label=f"{op} step, {device}")
     axes[0].axhline(90, color="gray", lw=0.8, ls=":")
@@ -144,7 +141,8 @@ def steps(rows, out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bench", nargs="+", required=True, help="fsattn-bench JSON files")
+    ap.add_argument("--bench", nargs="+", default=[], help="fsattn-bench JSON files")
+    ap.add_argument("--tuning", help="an fsattn-tune file")
     ap.add_argument("--peers", help="bench/peer_gpu.py --seqlens JSON")
     ap.add_argument("--out", default="docs/plots")
     args = ap.parse_args()
@@ -156,8 +154,13 @@ def main():
     if args.peers:
         with open(args.peers) as f:
             peers = json.load(f)["results"]
-    for path in (schedules(rows, "cuda", args.out), schedules(rows, "cpu", args.out), seqlen(rows, peers, args.out),
-                 steps(rows, args.out)):
+    plots = [seqlen(rows, peers, args.out), steps(rows, args.out)]
+    if args.tuning:
+        with open(args.tuning) as f:
+            tuning = json.load(f)
+        for device, key in (("cuda", "gpu"), ("cpu", "cpu")):
+            plots.append(schedules(tuning["entries"], device, tuning.get(key, device), args.out))
+    for path in plots:
         if path:
             print("wrote", path)
 
