@@ -23,5 +23,7 @@ void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Halide::
 void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k);
 void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k);
 void schedule_bla_interpolate_cuda(DirichletInterpolation &d, const CudaKnobs &k);
+// A pointwise sum over one dimension (the varlen backward's parameter gradients).
+void schedule_gradient_sum_cuda(Halide::Func sum, const CudaKnobs &k);
 
 }  // namespace fsattn

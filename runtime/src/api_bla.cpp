@@ -86,8 +86,10 @@ fsattn_status bla_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dim
                                  const float *q, const float *k, const float *v, const float *state_k_in,
                                  const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv;
+  VarlenMemory mem;
+  if (const fsattn_status st = varlen_memory("fsattn_bla_forward", exec, &mem); st != FSATTN_OK) return st;
   return forward_by_sequence(
-      dims, size_t(p->slots * Dk * H), size_t(p->slots * Dv * H), size_t(dims->seqlen * H * Dv), state_k_in,
+      mem, dims, size_t(p->slots * Dk * H), size_t(p->slots * Dv * H), size_t(dims->seqlen * H * Dv), state_k_in,
       state_v_in, o, state_k_out, state_v_out,
       [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, float *sko, float *svo) {
         return bla_forward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
@@ -134,19 +136,21 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
                            const float *d_state_v_out, float *dq, float *dk, float *dv, float *d_log_gamma,
                            float *d_state_k_in, float *d_state_v_in);
 
-// Each sequence as a dense call; d log γ summed over the sequences in double, in order.
+// Each sequence as a dense call; d log γ summed over the sequences in order (varlen.h).
 fsattn_status bla_backward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
                                   const float *q, const float *k, const float *v, const float *state_k_in,
                                   const float *state_v_in, const float *d_o, const float *d_state_k_out,
                                   const float *d_state_v_out, float *dq, float *dk, float *dv, float *d_log_gamma,
                                   float *d_state_k_in, float *d_state_v_in) {
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen;
+  VarlenMemory mem;
+  if (const fsattn_status st = varlen_memory("fsattn_bla_backward", exec, &mem); st != FSATTN_OK) return st;
   VarlenBackward b{size_t(p->slots * Dk * H), size_t(p->slots * Dv * H), state_k_in, state_v_in, d_state_k_out,
                    d_state_v_out, d_state_k_in, d_state_v_in,
                    {{dq, size_t(T * H * Dk)}, {dk, size_t(T * H * Dk)}, {dv, size_t(T * H * Dv)}},
-                   {SummedGradient(d_log_gamma, size_t(H))}};
+                   {SummedGradient(mem, d_log_gamma, size_t(H))}};
   return backward_by_sequence(
-      dims, b,
+      mem, "fsattn_bla_backward", dims, b,
       [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, const float *dsk,
           const float *dsv, float *dski, float *dsvi) {
         return bla_backward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
@@ -210,6 +214,7 @@ fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   const Kernel *kernel = find_kernel("fsattn_bla_step", FSATTN_OP_BLA_STEP, exec->device, exec->variant,
                   call_shape(dims, p->slots), &status);
   if (kernel == nullptr) return status;
+  if ((status = check_cuda_grid("fsattn_bla_step", *kernel, dims)) != FSATTN_OK) return status;
 
   const int64_t B = dims->batch, H = dims->heads, Dk = dims->dk, Dv = dims->dv, S = p->slots;
   const BlaScalars scalars(dims, p);

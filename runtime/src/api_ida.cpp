@@ -65,8 +65,10 @@ fsattn_status ida_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dim
                                  const float *q, const float *k, const float *v, const float *state_k_in,
                                  const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;
+  VarlenMemory mem;
+  if (const fsattn_status st = varlen_memory("fsattn_ida_forward", exec, &mem); st != FSATTN_OK) return st;
   return forward_by_sequence(
-      dims, size_t(2 * M * Dk * H), size_t(2 * M * Dv * H), size_t(dims->seqlen * H * Dv), state_k_in, state_v_in, o,
+      mem, dims, size_t(2 * M * Dk * H), size_t(2 * M * Dv * H), size_t(dims->seqlen * H * Dv), state_k_in, state_v_in, o,
       state_k_out, state_v_out,
       [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, float *sko, float *svo) {
         return ida_forward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
@@ -113,7 +115,7 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
                            float *d_state_k_in, float *d_state_v_in);
 
 // Each sequence as a dense call; the parameters' gradients summed over the sequences in
-// double, in order.
+// order (varlen.h).
 fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
                                   const float *q, const float *k, const float *v, const float *state_k_in,
                                   const float *state_v_in, const float *d_o, const float *d_state_k_out,
@@ -122,21 +124,24 @@ fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen, M = p->modes;
   const fsattn_ida_grads none{};
   const fsattn_ida_grads &want = dp != nullptr ? *dp : none;
+  VarlenMemory mem;
+  if (const fsattn_status st = varlen_memory("fsattn_ida_backward", exec, &mem); st != FSATTN_OK) return st;
   VarlenBackward b{size_t(2 * M * Dk * H), size_t(2 * M * Dv * H), state_k_in, state_v_in, d_state_k_out,
                    d_state_v_out, d_state_k_in, d_state_v_in,
                    {{dq, size_t(T * H * Dk)}, {dk, size_t(T * H * Dk)}, {dv, size_t(T * H * Dv)}},
-                   {SummedGradient(want.gk, size_t(H * Dk)), SummedGradient(want.bk, size_t(H * Dk)),
-                    SummedGradient(want.gv, size_t(H * Dv)), SummedGradient(want.bv, size_t(H * Dv)),
-                    SummedGradient(want.log_dt, size_t(H)), SummedGradient(want.A_re_log, size_t(H * M)),
-                    SummedGradient(want.A_im, size_t(H * M)), SummedGradient(want.B, size_t(2 * H * M)),
-                    SummedGradient(want.C, size_t(2 * H * M * M))}};
-  std::vector<SummedGradient> &g = b.params;
-  const fsattn_ida_grads parts{g[0].part_data(), g[1].part_data(), g[2].part_data(), g[3].part_data(), g[4].part_data(),
-                               g[5].part_data(), g[6].part_data(), g[7].part_data(), g[8].part_data()};
+                   {SummedGradient(mem, want.gk, size_t(H * Dk)), SummedGradient(mem, want.bk, size_t(H * Dk)),
+                    SummedGradient(mem, want.gv, size_t(H * Dv)), SummedGradient(mem, want.bv, size_t(H * Dv)),
+                    SummedGradient(mem, want.log_dt, size_t(H)), SummedGradient(mem, want.A_re_log, size_t(H * M)),
+                    SummedGradient(mem, want.A_im, size_t(H * M)), SummedGradient(mem, want.B, size_t(2 * H * M)),
+                    SummedGradient(mem, want.C, size_t(2 * H * M * M))}};
+  const std::vector<SummedGradient> &g = b.params;
   return backward_by_sequence(
-      dims, b,
+      mem, "fsattn_ida_backward", dims, b,
       [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, const float *dsk,
           const float *dsv, float *dski, float *dsvi) {
+        const fsattn_ida_grads parts{g[0].part_data(), g[1].part_data(), g[2].part_data(),
+                                     g[3].part_data(), g[4].part_data(), g[5].part_data(),
+                                     g[6].part_data(), g[7].part_data(), g[8].part_data()};
         return ida_backward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
                             d_o + s.first * H * Dv, dsk, dsv, dq + s.first * H * Dk, dk + s.first * H * Dk,
                             dv + s.first * H * Dv, &parts, dski, dsvi);
@@ -204,6 +209,7 @@ fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   const Kernel *kernel = find_kernel("fsattn_ida_step", FSATTN_OP_IDA_STEP, exec->device, exec->variant,
                   call_shape(dims, p->modes), &status);
   if (kernel == nullptr) return status;
+  if ((status = check_cuda_grid("fsattn_ida_step", *kernel, dims)) != FSATTN_OK) return status;
 
   const int64_t B = dims->batch, H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;
   // The kernel reads the old states for o, then writes the new ones in place (step.h).

@@ -169,6 +169,11 @@ KernelArgs &KernelArgs::output(const Tensor &t, const float *restore) {
   return *this;
 }
 
+KernelArgs &KernelArgs::whole_output(const Tensor &t) {
+  entries_.push_back({t, nullptr, false, true});
+  return *this;
+}
+
 KernelArgs &KernelArgs::in_place(const Tensor &t) {
   entries_.push_back({t, nullptr, true, false});
   return *this;

@@ -86,6 +86,8 @@ class KernelArgs {
   // split into several calls, each call's sum goes to a scratch buffer and the sums are
   // added up here, in double, in batch order.
   KernelArgs &summed(const Tensor &t);
+  // An output the batch does not split (its outermost dimension is not the batch).
+  KernelArgs &whole_output(const Tensor &t);
   // An output over the memory of an input (a state a step updates in place): the kernel
   // reads each element before it writes it. Left as it is if the kernel fails.
   KernelArgs &in_place(const Tensor &t);

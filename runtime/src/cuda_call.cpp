@@ -104,6 +104,44 @@ void release_cached(cu::Context context) {
 
 }  // namespace fsattn
 
+namespace fsattn {
+namespace {
+
+// A block of at least `bytes` for t's context and stream: a cached one of its rounded size,
+// else a new one (after freeing the context's cached blocks, if the device is full).
+cu::Result take_device_block(const CudaTarget &t, size_t bytes, cu::DevicePtr *out) {
+  const cu::Driver *d = cu::driver(nullptr);
+  bytes = rounded_size(bytes);
+  *out = 0;
+  {
+    std::lock_guard<std::mutex> guard(g_cache_lock);
+    for (size_t i = 0; i < g_cache.size(); ++i) {
+      const CachedBlock &b = g_cache[i];
+      if (b.context == t.context && b.stream == t.stream && b.bytes == bytes) {
+        *out = b.ptr;
+        g_cache[i] = g_cache.back();
+        g_cache.pop_back();
+        return cu::kSuccess;
+      }
+    }
+  }
+  ScopedContext scope(*d, t.context);
+  cu::Result r = scope.ok() ? d->MemAlloc(out, bytes) : cu::Result(-1);
+  if (r == cu::kErrorOutOfMemory) {
+    release_cached(t.context);
+    r = d->MemAlloc(out, bytes);
+  }
+  return r;
+}
+
+void give_device_block(const CudaTarget &t, size_t bytes, cu::DevicePtr p) {
+  std::lock_guard<std::mutex> guard(g_cache_lock);
+  g_cache.push_back({t.context, t.stream, rounded_size(bytes), p});
+}
+
+}  // namespace
+}  // namespace fsattn
+
 // Halide's device allocator for CUDA buffers, replaced (the runtime's definitions are weak).
 extern "C" int halide_cuda_device_malloc(void *user_context, halide_buffer_t *buf) {
   using namespace fsattn;
@@ -114,36 +152,12 @@ extern "C" int halide_cuda_device_malloc(void *user_context, halide_buffer_t *bu
     halide_error(user_context, "CUDA: a device allocation outside an fsattn call");
     return halide_error_code_device_malloc_failed;
   }
-  const size_t bytes = rounded_size(buf->size_in_bytes());
   cu::DevicePtr p = 0;
-  {
-    std::lock_guard<std::mutex> guard(g_cache_lock);
-    size_t best = g_cache.size();
-    for (size_t i = 0; i < g_cache.size(); ++i) {
-      const CachedBlock &b = g_cache[i];
-      if (b.context == t->context && b.stream == t->stream && b.bytes == bytes) {
-        best = i;
-        break;
-      }
-    }
-    if (best < g_cache.size()) {
-      p = g_cache[best].ptr;
-      g_cache[best] = g_cache.back();
-      g_cache.pop_back();
-    }
-  }
-  if (p == 0) {
-    ScopedContext scope(*d, t->context);
-    cu::Result r = scope.ok() ? d->MemAlloc(&p, bytes) : cu::Result(-1);
-    if (r == cu::kErrorOutOfMemory) {
-      release_cached(t->context);
-      r = d->MemAlloc(&p, bytes);
-    }
-    if (r != cu::kSuccess) {
-      halide_error(user_context, ("CUDA: cuMemAlloc of " + std::to_string(bytes) + " bytes failed: " +
-                                  cu::error_text(*d, r)).c_str());
-      return halide_error_code_device_malloc_failed;
-    }
+  const cu::Result r = take_device_block(*t, buf->size_in_bytes(), &p);
+  if (r != cu::kSuccess) {
+    halide_error(user_context, ("CUDA: cuMemAlloc of " + std::to_string(rounded_size(buf->size_in_bytes())) +
+                                " bytes failed: " + cu::error_text(*d, r)).c_str());
+    return halide_error_code_device_malloc_failed;
   }
   return halide_cuda_wrap_device_ptr(user_context, buf, p);  // (the runtime's module count too)
 }
@@ -154,8 +168,7 @@ extern "C" int halide_cuda_device_free(void *user_context, halide_buffer_t *buf)
   CudaTarget *t = user_context != nullptr ? g_target_of(user_context) : nullptr;
   const cu::DevicePtr p = cu::DevicePtr(buf->device);
   if (t != nullptr && t->context != nullptr) {
-    std::lock_guard<std::mutex> guard(g_cache_lock);
-    g_cache.push_back({t->context, t->stream, rounded_size(buf->size_in_bytes()), p});
+    give_device_block(*t, buf->size_in_bytes(), p);
   } else if (const cu::Driver *d = cu::driver(nullptr)) {
     d->MemFree(p);
   }
@@ -248,6 +261,38 @@ fsattn_status device_scalars(const CudaTarget &t, const char *function, void **z
   *zero = reinterpret_cast<void *>(uintptr_t(block));
   *sink = reinterpret_cast<void *>(uintptr_t(block + sizeof(float)));
   return FSATTN_OK;
+}
+
+fsattn_status device_scratch(const CudaTarget &t, const char *function, size_t count, float **ptr) {
+  cu::DevicePtr p = 0;
+  const cu::Result r = take_device_block(t, count * sizeof(float), &p);
+  if (r != cu::kSuccess) {
+    *ptr = nullptr;
+    return fail(r == cu::kErrorOutOfMemory ? FSATTN_ERROR_OUT_OF_MEMORY : FSATTN_ERROR_DEVICE,
+                std::string(function) + ": could not allocate " + std::to_string(count * sizeof(float)) +
+                    " bytes of device memory: " + cu::error_text(*cu::driver(nullptr), r));
+  }
+  *ptr = reinterpret_cast<float *>(uintptr_t(p));
+  return FSATTN_OK;
+}
+
+void free_device_scratch(const CudaTarget &t, float *ptr, size_t count) {
+  if (ptr != nullptr) give_device_block(t, count * sizeof(float), cu::DevicePtr(reinterpret_cast<uintptr_t>(ptr)));
+}
+
+void copy_device(const CudaTarget &t, float *dst, const float *src, size_t count) {
+  const cu::Driver *d = cu::driver(nullptr);
+  ScopedContext scope(*d, t.context);
+  if (scope.ok()) {
+    d->MemcpyDtoDAsync(cu::DevicePtr(reinterpret_cast<uintptr_t>(dst)), cu::DevicePtr(reinterpret_cast<uintptr_t>(src)),
+                       count * sizeof(float), t.stream);
+  }
+}
+
+void zero_device(const CudaTarget &t, float *dst, size_t count) {
+  const cu::Driver *d = cu::driver(nullptr);
+  ScopedContext scope(*d, t.context);
+  if (scope.ok()) d->MemsetD32Async(cu::DevicePtr(reinterpret_cast<uintptr_t>(dst)), 0, count, t.stream);
 }
 
 void fill_nan(const CudaTarget &t, void *ptr, size_t count) {

@@ -42,4 +42,14 @@ fsattn_status device_scalars(const CudaTarget &t, const char *function, void **z
 // Fills count floats with NaN on the call's stream (the outputs of a failed call).
 void fill_nan(const CudaTarget &t, void *ptr, size_t count);
 
+// `count` floats of device scratch from the CUDA workspace, for work queued on t's stream;
+// returned with free_device_scratch once that work is queued (the workspace hands a block
+// out again only on the same stream, after it). FSATTN_ERROR_OUT_OF_MEMORY with the message
+// set when there is none.
+fsattn_status device_scratch(const CudaTarget &t, const char *function, size_t count, float **ptr);
+void free_device_scratch(const CudaTarget &t, float *ptr, size_t count);
+// Queued on t's stream: count floats copied from src to dst (device memory both), or zeroed.
+void copy_device(const CudaTarget &t, float *dst, const float *src, size_t count);
+void zero_device(const CudaTarget &t, float *dst, size_t count);
+
 }  // namespace fsattn

@@ -144,8 +144,14 @@ const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device devi
 }
 
 fsattn_status check_cuda_grid(const char *function, const Kernel &k, const fsattn_dims *dims) {
-  if (k.device != FSATTN_DEVICE_CUDA || k.chunk == 0) return FSATTN_OK;
+  if (k.device != FSATTN_DEVICE_CUDA) return FSATTN_OK;
   constexpr int64_t kMaxGrid = 65535;
+  if (k.chunk == 0) {  // a decoding step: heads and sequences along the grid
+    if (dims->heads <= kMaxGrid && dims->batch <= kMaxGrid) return FSATTN_OK;
+    return fail(FSATTN_ERROR_UNSUPPORTED, std::string(function) +
+                                              ": on CUDA a step takes at most 65535 heads and 65535 sequences: split "
+                                              "the heads or the sequences into several calls");
+  }
   const int64_t chunks = (dims->seqlen + k.chunk - 1) / k.chunk;
   if (chunks > kMaxGrid || dims->heads > kMaxGrid || dims->batch > kMaxGrid) {
     return fail(FSATTN_ERROR_UNSUPPORTED,

@@ -81,10 +81,7 @@ Validator &Validator::dims(const fsattn_dims *d, bool varlen_ok) {
   if (!varlen_ok) {
     return fail(FSATTN_ERROR_UNSUPPORTED, "variable-length batches (dims->cu_seqlens) are not supported here");
   }
-  if (cuda_) {
-    return fail(FSATTN_ERROR_UNSUPPORTED, "variable-length batches (dims->cu_seqlens) are not supported on CUDA yet");
-  }
-  // The FlashAttention convention: batch 1, sequences concatenated along seqlen,
+  // The FlashAttention convention (cu_seqlens is host memory, also for CUDA calls): batch 1, sequences concatenated along seqlen,
   // cu_seqlens[0] = 0 <= ... <= cu_seqlens[num_seqs] = seqlen (empty sequences allowed).
   range("dims->batch (with cu_seqlens)", d->batch, 1, 1);
   range("dims->num_seqs", d->num_seqs, 1, kInt32);

@@ -1,9 +1,31 @@
 #include "varlen.h"
 
+#include "kernels.h"
+#include "status.h"
+
+#ifdef FSATTN_HAS_CUDA
+#include "cuda_call.h"
+#include "fsattn_gradient_sum__cuda.h"
+#endif
+
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace fsattn {
+
+namespace {
+
+#ifdef FSATTN_HAS_CUDA
+CudaTarget target_of(const VarlenMemory &mem) { return {mem.context, mem.stream}; }
+
+// The gradient_sum kernel (generators/gradient_sum_generator.cpp), called as the table's are.
+const Kernel kGradientSum{FSATTN_OP_IDA_BACKWARD, FSATTN_DEVICE_CUDA, "cuda", "hand", 0,
+                          fsattn_gradient_sum__cuda_argv, fsattn_gradient_sum__cuda_metadata,
+                          "fsattn_gradient_sum__cuda"};
+#endif
+
+}  // namespace
 
 std::vector<Sequence> sequences(const fsattn_dims *dims) {
   std::vector<Sequence> seqs;
@@ -17,14 +39,40 @@ fsattn_dims sequence_dims(const fsattn_dims *dims, int64_t len) {
   return {1, len, dims->heads, dims->dk, dims->dv, nullptr, 0};
 }
 
-const float *stable_input(const float *in, const float *out, size_t total, std::vector<float> &copy) {
-  if (in == nullptr || out == nullptr || !(in < out + total && out < in + total)) return in;
+fsattn_status varlen_memory(const char *function, const fsattn_exec *exec, VarlenMemory *mem) {
+  mem->exec = exec;
+  if (exec->device != FSATTN_DEVICE_CUDA) return FSATTN_OK;
+#ifdef FSATTN_HAS_CUDA
+  CudaTarget t;
+  if (const fsattn_status st = cuda_target(function, exec->stream, &t); st != FSATTN_OK) return st;
+  mem->cuda = true;
+  mem->context = t.context;
+  mem->stream = t.stream;
+  return FSATTN_OK;
+#else
+  return fail(FSATTN_ERROR_UNSUPPORTED, std::string(function) + ": this build has no CUDA kernels");
+#endif
+}
+
+const float *stable_input(const VarlenMemory &mem, const float *in, const float *out, size_t total,
+                          std::vector<float> &copy) {
+  if (mem.cuda || in == nullptr || out == nullptr || !(in < out + total && out < in + total)) return in;
   copy.assign(in, in + total);
   return copy.data();
 }
 
-void pass_through(float *out, const float *in, size_t n) {
-  if (out == nullptr) return;
+void pass_through(const VarlenMemory &mem, float *out, const float *in, size_t n) {
+  if (out == nullptr || out == in) return;
+#ifdef FSATTN_HAS_CUDA
+  if (mem.cuda) {
+    if (in != nullptr) {
+      copy_device(target_of(mem), out, in, n);
+    } else {
+      zero_device(target_of(mem), out, n);
+    }
+    return;
+  }
+#endif
   if (in != nullptr) {
     std::copy(in, in + n, out);
   } else {
@@ -32,13 +80,70 @@ void pass_through(float *out, const float *in, size_t n) {
   }
 }
 
-void poison(float *out, size_t n, const float *restore) {
+void poison(const VarlenMemory &mem, float *out, size_t n, const float *restore) {
   if (out == nullptr) return;
+#ifdef FSATTN_HAS_CUDA
+  if (mem.cuda) {
+    fill_nan(target_of(mem), out, n);
+    return;
+  }
+#endif
   if (restore != nullptr) {
     std::copy(restore, restore + n, out);
   } else {
     std::fill(out, out + n, NAN);
   }
+}
+
+SummedGradient::~SummedGradient() {
+#ifdef FSATTN_HAS_CUDA
+  if (mem_.cuda) free_device_scratch(target_of(mem_), part_, n_);
+#endif
+}
+
+fsattn_status SummedGradient::prepare(const char *function) {
+  if (out_ == nullptr || part_ != nullptr) return FSATTN_OK;
+#ifdef FSATTN_HAS_CUDA
+  if (mem_.cuda) return device_scratch(target_of(mem_), function, n_, &part_);
+#endif
+  (void)function;
+  host_part_.assign(n_, 0.0f);
+  total_.assign(n_, 0.0);
+  part_ = host_part_.data();
+  return FSATTN_OK;
+}
+
+fsattn_status SummedGradient::add(const char *function) {
+  if (out_ == nullptr) return FSATTN_OK;
+  ++added_;
+#ifdef FSATTN_HAS_CUDA
+  if (mem_.cuda) {
+    // The first part is the sum so far; each later one is added to it, in order, on the stream.
+    if (added_ == 1) {
+      copy_device(target_of(mem_), out_, part_, n_);
+      return FSATTN_OK;
+    }
+    const int64_t n = int64_t(n_);
+    KernelArgs args;
+    args.shared(Tensor(out_, {n})).shared(Tensor(part_, {n})).whole_output(Tensor(out_, {n}));
+    const fsattn_status st = args.run(kGradientSum, 1, mem_.exec);
+    return st == FSATTN_OK ? st : fail(st, std::string(function) + ": " + fsattn_last_error());
+  }
+#endif
+  (void)function;
+  for (size_t i = 0; i < n_; ++i) total_[i] += part_[i];
+  return FSATTN_OK;
+}
+
+void SummedGradient::finish() {
+  if (out_ == nullptr) return;
+#ifdef FSATTN_HAS_CUDA
+  if (mem_.cuda) {
+    if (added_ == 0) zero_device(target_of(mem_), out_, n_);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n_; ++i) out_[i] = float(total_[i]);
 }
 
 }  // namespace fsattn

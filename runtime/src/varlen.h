@@ -20,45 +20,57 @@ std::vector<Sequence> sequences(const fsattn_dims *dims);
 // The dense dims of one sequence.
 fsattn_dims sequence_dims(const fsattn_dims *dims, int64_t len);
 
+// Where a variable-length call's memory is: the host's (CPU), or the CUDA device's of a call
+// on exec->stream, where copies, fills and the parameter gradients' sums are queued.
+struct VarlenMemory {
+  bool cuda = false;
+  void *context = nullptr, *stream = nullptr;  // the CUDA call's (CudaTarget)
+  const fsattn_exec *exec = nullptr;
+};
+// The memory of a variable-length call on exec's device (FSATTN_ERROR_DEVICE without a GPU).
+fsattn_status varlen_memory(const char *function, const fsattn_exec *exec, VarlenMemory *mem);
+
 // Sequence `s`'s slice of a per-sequence tensor of `n` floats each (NULL stays NULL).
 template <typename T>
 T *slice(T *p, int64_t s, size_t n) {
   return p != nullptr ? p + size_t(s) * n : nullptr;
 }
 
-// An input the call overwrites (an initial state under its final state), `total` floats:
-// read from `copy` instead, kept to restore it if the call fails.
-const float *stable_input(const float *in, const float *out, size_t total, std::vector<float> &copy);
+// An input the call overwrites (an initial state under its final state), `total` floats: on
+// the host read from `copy` instead, kept to restore it if the call fails. On CUDA the
+// per-sequence calls take it in place (a failed call leaves NaN there, as a dense one does).
+const float *stable_input(const VarlenMemory &mem, const float *in, const float *out, size_t total,
+                          std::vector<float> &copy);
 // The state after an empty sequence: `in`, or zero when `in` is NULL (`out` NULL: nothing).
-void pass_through(float *out, const float *in, size_t n);
+void pass_through(const VarlenMemory &mem, float *out, const float *in, size_t n);
 // After a failed call: `out` (n floats, if not NULL) set to `restore` when given, else NaN.
-void poison(float *out, size_t n, const float *restore = nullptr);
+void poison(const VarlenMemory &mem, float *out, size_t n, const float *restore = nullptr);
 
 // A forward pass over a variable-length batch, one dense call per sequence:
 // run(dims_s, s, state_k_in_s, state_v_in_s, state_k_out_s, state_v_out_s). nk, nv: one
 // sequence's state sizes; o_size: o's. If a call fails, o is NaN and the final states are
 // NaN, or restored where they were written over their initial states.
 template <typename Run>
-fsattn_status forward_by_sequence(const fsattn_dims *dims, size_t nk, size_t nv, size_t o_size,
-                                  const float *state_k_in, const float *state_v_in, float *o, float *state_k_out,
-                                  float *state_v_out, Run run) {
+fsattn_status forward_by_sequence(const VarlenMemory &mem, const fsattn_dims *dims, size_t nk, size_t nv,
+                                  size_t o_size, const float *state_k_in, const float *state_v_in, float *o,
+                                  float *state_k_out, float *state_v_out, Run run) {
   const size_t seqs = size_t(dims->num_seqs);
   std::vector<float> copies[2];
-  const float *ski = stable_input(state_k_in, state_k_out, seqs * nk, copies[0]);
-  const float *svi = stable_input(state_v_in, state_v_out, seqs * nv, copies[1]);
+  const float *ski = stable_input(mem, state_k_in, state_k_out, seqs * nk, copies[0]);
+  const float *svi = stable_input(mem, state_v_in, state_v_out, seqs * nv, copies[1]);
   for (const Sequence &s : sequences(dims)) {
     if (s.len == 0) {
-      pass_through(slice(state_k_out, s.index, nk), slice(ski, s.index, nk), nk);
-      pass_through(slice(state_v_out, s.index, nv), slice(svi, s.index, nv), nv);
+      pass_through(mem, slice(state_k_out, s.index, nk), slice(ski, s.index, nk), nk);
+      pass_through(mem, slice(state_v_out, s.index, nv), slice(svi, s.index, nv), nv);
       continue;
     }
     const fsattn_dims d = sequence_dims(dims, s.len);
     const fsattn_status status = run(d, s, slice(ski, s.index, nk), slice(svi, s.index, nv),
                                      slice(state_k_out, s.index, nk), slice(state_v_out, s.index, nv));
     if (status != FSATTN_OK) {
-      poison(o, o_size);
-      poison(state_k_out, seqs * nk, restore_of(copies[0]));
-      poison(state_v_out, seqs * nv, restore_of(copies[1]));
+      poison(mem, o, o_size);
+      poison(mem, state_k_out, seqs * nk, restore_of(copies[0]));
+      poison(mem, state_v_out, seqs * nv, restore_of(copies[1]));
       return status;
     }
   }
@@ -66,16 +78,32 @@ fsattn_status forward_by_sequence(const fsattn_dims *dims, size_t nk, size_t nv,
 }
 
 // A parameter's gradient over a variable-length batch (`out`, n floats, or NULL: not
-// wanted): each sequence's call writes `part`, added up here in double, in order.
-struct SummedGradient {
-  float *out;
-  std::vector<float> part;
-  std::vector<double> total;
-  SummedGradient(float *out_, size_t n) : out(out_), part(out_ ? n : 0), total(out_ ? n : 0, 0.0) {}
-  float *part_data() { return out != nullptr ? part.data() : nullptr; }
-  void add() {
-    for (size_t i = 0; i < part.size(); ++i) total[i] += part[i];
-  }
+// wanted): each sequence's call writes part_data(), and add() adds it up, in sequence order:
+// on the host in double, on CUDA in float with the gradient_sum kernel on the call's stream.
+class SummedGradient {
+ public:
+  SummedGradient(const VarlenMemory &mem, float *out, size_t n) : mem_(mem), out_(out), n_(out != nullptr ? n : 0) {}
+  SummedGradient(const SummedGradient &o) : SummedGradient(o.mem_, o.out_, o.n_) {}
+  SummedGradient &operator=(const SummedGradient &) = delete;
+  ~SummedGradient();
+
+  float *out() const { return out_; }
+  size_t size() const { return n_; }
+  // Where a sequence's call writes its gradient (NULL when not wanted); prepare() first.
+  float *part_data() const { return part_; }
+  fsattn_status prepare(const char *function);
+  fsattn_status add(const char *function);
+  // The sum into `out` (zero when no sequence was added).
+  void finish();
+
+ private:
+  VarlenMemory mem_;
+  float *out_;
+  size_t n_;
+  float *part_ = nullptr;
+  std::vector<float> host_part_;
+  std::vector<double> total_;
+  size_t added_ = 0;
 };
 
 // A backward pass's arguments over a variable-length batch, beyond the per-op inputs.
@@ -89,38 +117,44 @@ struct VarlenBackward {
 
 // A backward pass over a variable-length batch, one dense call per sequence:
 // run(dims_s, s, state_k_in_s, state_v_in_s, d_state_k_out_s, d_state_v_out_s,
-// d_state_k_in_s, d_state_v_in_s), the parameters' gradients going to b.params' parts. If a
-// call fails, every gradient is NaN, or restored where it was written over an input.
+// d_state_k_in_s, d_state_v_in_s), the parameters' gradients going to b.params' parts
+// (prepared before run is first called). If a call fails, every gradient is NaN, or restored
+// where it was written over an input.
 template <typename Run>
-fsattn_status backward_by_sequence(const fsattn_dims *dims, VarlenBackward &b, Run run) {
+fsattn_status backward_by_sequence(const VarlenMemory &mem, const char *function, const fsattn_dims *dims,
+                                   VarlenBackward &b, Run run) {
   const size_t seqs = size_t(dims->num_seqs), nk = b.nk, nv = b.nv;
   std::vector<float> states[2], seeds[2];
-  const float *ski = stable_input(b.state_k_in, b.d_state_k_in, seqs * nk, states[0]);
-  const float *svi = stable_input(b.state_v_in, b.d_state_v_in, seqs * nv, states[1]);
-  const float *dsk = stable_input(b.d_state_k_out, b.d_state_k_in, seqs * nk, seeds[0]);
-  const float *dsv = stable_input(b.d_state_v_out, b.d_state_v_in, seqs * nv, seeds[1]);
+  const float *ski = stable_input(mem, b.state_k_in, b.d_state_k_in, seqs * nk, states[0]);
+  const float *svi = stable_input(mem, b.state_v_in, b.d_state_v_in, seqs * nv, states[1]);
+  const float *dsk = stable_input(mem, b.d_state_k_out, b.d_state_k_in, seqs * nk, seeds[0]);
+  const float *dsv = stable_input(mem, b.d_state_v_out, b.d_state_v_in, seqs * nv, seeds[1]);
+  auto failed = [&](fsattn_status status) {
+    for (auto [g, n] : b.token_grads) poison(mem, g, n);
+    for (SummedGradient &g : b.params) poison(mem, g.out(), g.size());
+    poison(mem, b.d_state_k_in, seqs * nk, restore_of(seeds[0], states[0]));
+    poison(mem, b.d_state_v_in, seqs * nv, restore_of(seeds[1], states[1]));
+    return status;
+  };
+  for (SummedGradient &g : b.params) {
+    if (const fsattn_status status = g.prepare(function); status != FSATTN_OK) return failed(status);
+  }
   for (const Sequence &s : sequences(dims)) {
     float *dski = slice(b.d_state_k_in, s.index, nk), *dsvi = slice(b.d_state_v_in, s.index, nv);
     if (s.len == 0) {
-      pass_through(dski, slice(dsk, s.index, nk), nk);
-      pass_through(dsvi, slice(dsv, s.index, nv), nv);
+      pass_through(mem, dski, slice(dsk, s.index, nk), nk);
+      pass_through(mem, dsvi, slice(dsv, s.index, nv), nv);
       continue;
     }
     const fsattn_dims d = sequence_dims(dims, s.len);
-    const fsattn_status status = run(d, s, slice(ski, s.index, nk), slice(svi, s.index, nv), slice(dsk, s.index, nk),
-                                     slice(dsv, s.index, nv), dski, dsvi);
-    if (status != FSATTN_OK) {
-      for (auto [g, n] : b.token_grads) poison(g, n);
-      for (SummedGradient &g : b.params) poison(g.out, g.part.size());
-      poison(b.d_state_k_in, seqs * nk, restore_of(seeds[0], states[0]));
-      poison(b.d_state_v_in, seqs * nv, restore_of(seeds[1], states[1]));
-      return status;
+    fsattn_status status = run(d, s, slice(ski, s.index, nk), slice(svi, s.index, nv), slice(dsk, s.index, nk),
+                               slice(dsv, s.index, nv), dski, dsvi);
+    for (SummedGradient &g : b.params) {
+      if (status == FSATTN_OK) status = g.add(function);
     }
-    for (SummedGradient &g : b.params) g.add();
+    if (status != FSATTN_OK) return failed(status);
   }
-  for (SummedGradient &g : b.params) {
-    for (size_t i = 0; i < g.total.size(); ++i) g.out[i] = float(g.total[i]);
-  }
+  for (SummedGradient &g : b.params) g.finish();
   return FSATTN_OK;
 }
 

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -323,12 +324,6 @@ TEST(CudaArguments, HostAndShortBuffersAreRefused) {
   EXPECT_EQ(FSATTN_ERROR_INVALID_ARGUMENT,
             fsattn_bla_forward(&exec, &dims, &p, q, short_k, v, nullptr, nullptr, o, nullptr, nullptr));
   EXPECT_NE(std::string(fsattn_last_error()).find("bytes"), std::string::npos) << fsattn_last_error();
-  // Variable-length batches are not served on CUDA yet.
-  const int64_t cu[] = {0, 40};
-  fsattn_dims packed = dims;
-  packed.cu_seqlens = cu;
-  packed.num_seqs = 1;
-  EXPECT_EQ(FSATTN_ERROR_UNSUPPORTED, fsattn_bla_forward(&exec, &packed, &p, q, k, v, nullptr, nullptr, o, nullptr, nullptr));
   // A decay above 1 (log γ > 0), which the host cannot see in device memory, gives NaN.
   Tensor32 bad = c.log_gamma;
   bad.f[1] = 0.5f;
@@ -375,6 +370,118 @@ TEST(CudaGrid, TooManyChunksAreRefused) {
   EXPECT_EQ(FSATTN_ERROR_UNSUPPORTED,
             fsattn_bla_forward(&exec, &dims, &p, &dummy, &dummy, &dummy, nullptr, nullptr, &dummy, nullptr, nullptr));
   EXPECT_NE(std::string(fsattn_last_error()).find("65535 chunks"), std::string::npos) << fsattn_last_error();
+}
+
+// ---- variable-length batches: the CUDA call against the CPU call on the same data --------
+// Lengths 5, 0, 1, 34, 0, 40: empty and one-token sequences, and lengths across a chunk.
+const std::vector<int64_t> kCu = {0, 5, 5, 6, 40, 40, 80};
+constexpr int64_t kSeqs = 6, kT = 80;
+
+// Host and device copies of one varlen call's buffers: inputs uploaded, outputs NaN.
+struct Both {
+  DeviceArena a;
+  std::vector<std::vector<float>> host;
+  std::vector<float *> dev;
+  float *h(size_t i) { return host[i].empty() ? nullptr : host[i].data(); }
+  float *d(size_t i) { return dev[i]; }
+  size_t add(const std::vector<float> &x) {
+    host.push_back(x);
+    dev.push_back(x.empty() ? nullptr : a.up(x));
+    return host.size() - 1;
+  }
+  size_t out(size_t n) { return add(std::vector<float>(n, NAN)); }
+  std::vector<float> down(size_t i) { return a.down(dev[i]); }
+};
+
+TEST(CudaVarlen, BlaMatchesTheCpu) {
+  FSATTN_REQUIRE_GPU();
+  const BlaCase c = make_bla_case({kSeqs, kT, 2, 8, 6, 4, 13.5, 9}, 100, 61, 0.9, true);
+  const BlaUpstream u = make_bla_upstream(c, 62, true);
+  const size_t nk = 2 * 9 * 8, nv = 2 * 9 * 6, n = size_t(kT) * 2;
+  Both m;
+  const size_t q = m.add(std::vector<float>(c.q.f.begin(), c.q.f.begin() + n * 8)),
+               k = m.add(std::vector<float>(c.k.f.begin(), c.k.f.begin() + n * 8)),
+               v = m.add(std::vector<float>(c.v.f.begin(), c.v.f.begin() + n * 6)), lg = m.add(c.log_gamma.f),
+               ski = m.add(c.state_k.f), svi = m.add(c.state_v.f),
+               d_o = m.add(std::vector<float>(u.d_o.f.begin(), u.d_o.f.begin() + n * 6)), dsk = m.add(u.d_state_k.f),
+               dsv = m.add(u.d_state_v.f);
+  const size_t o = m.out(n * 6), sko = m.out(kSeqs * nk), svo = m.out(kSeqs * nv), dq = m.out(n * 8),
+               dk = m.out(n * 8), dv = m.out(n * 6), dlg = m.out(2), dski = m.out(kSeqs * nk), dsvi = m.out(kSeqs * nv);
+  fsattn_dims dims{1, kT, 2, 8, 6, kCu.data(), kSeqs};
+  for (bool gpu_side : {false, true}) {
+    const fsattn_exec exec{gpu_side ? FSATTN_DEVICE_CUDA : FSATTN_DEVICE_CPU, nullptr, nullptr};
+    auto at = [&](size_t i) { return gpu_side ? m.d(i) : m.h(i); };
+    fsattn_bla_params p = c.params();
+    p.log_gamma = at(lg);
+    ASSERT_EQ(FSATTN_OK, fsattn_bla_forward(&exec, &dims, &p, at(q), at(k), at(v), at(ski), at(svi), at(o), at(sko),
+                                            at(svo)))
+        << fsattn_last_error();
+    ASSERT_EQ(FSATTN_OK, fsattn_bla_backward(&exec, &dims, &p, at(q), at(k), at(v), at(ski), at(svi), at(d_o), at(dsk),
+                                             at(dsv), at(dq), at(dk), at(dv), at(dlg), at(dski), at(dsvi)))
+        << fsattn_last_error();
+  }
+  for (size_t i : {o, sko, svo}) EXPECT_LE(rel_error(m.down(i), m.host[i]), kForwardTol) << "output " << i;
+  for (size_t i : {dq, dk, dv, dski, dsvi}) EXPECT_LE(grad_error(m.down(i), m.host[i]), kGradTol) << "gradient " << i;
+  EXPECT_LE(grad_error(m.down(dlg), m.host[dlg], 1e-2), kGradTol);
+  // The empty sequences (1 and 4) pass their states and their gradients through unchanged.
+  const std::vector<float> sk_gpu = m.down(sko), dsv_gpu = m.down(dsvi);
+  for (int64_t s : {1, 4}) {
+    EXPECT_TRUE(std::equal(sk_gpu.begin() + s * nk, sk_gpu.begin() + (s + 1) * nk, c.state_k.f.begin() + s * nk));
+    EXPECT_TRUE(std::equal(dsv_gpu.begin() + s * nv, dsv_gpu.begin() + (s + 1) * nv, u.d_state_v.f.begin() + s * nv));
+  }
+}
+
+TEST(CudaVarlen, IdaMatchesTheCpu) {
+  FSATTN_REQUIRE_GPU();
+  const IdaCase c = make_ida_case({kSeqs, kT, 2, 8, 6, 5}, 71, true);
+  const IdaUpstream u = make_ida_upstream(c, 72, true);
+  const size_t nk = 2 * 2 * 5 * 8, nv = 2 * 2 * 5 * 6, n = size_t(kT) * 2;
+  Both m;
+  const size_t q = m.add(std::vector<float>(c.q.f.begin(), c.q.f.begin() + n * 8)),
+               k = m.add(std::vector<float>(c.k.f.begin(), c.k.f.begin() + n * 8)),
+               v = m.add(std::vector<float>(c.v.f.begin(), c.v.f.begin() + n * 6)), ski = m.add(c.state_k.f),
+               svi = m.add(c.state_v.f), d_o = m.add(std::vector<float>(u.d_o.f.begin(), u.d_o.f.begin() + n * 6)),
+               dsk = m.add(u.d_state_k.f), dsv = m.add(u.d_state_v.f);
+  const size_t first_param = m.host.size();
+  for (const Tensor32 *t : {&c.gk, &c.bk, &c.gv, &c.bv, &c.log_dt, &c.A_re_log, &c.A_im, &c.B, &c.C}) m.add(t->f);
+  const size_t o = m.out(n * 6), sko = m.out(kSeqs * nk), svo = m.out(kSeqs * nv), dq = m.out(n * 8),
+               dk = m.out(n * 8), dv = m.out(n * 6), dski = m.out(kSeqs * nk), dsvi = m.out(kSeqs * nv);
+  const size_t first_grad = m.host.size();
+  for (size_t i = 0; i < 9; ++i) m.out(m.host[first_param + i].size());
+  fsattn_dims dims{1, kT, 2, 8, 6, kCu.data(), kSeqs};
+  for (bool gpu_side : {false, true}) {
+    const fsattn_exec exec{gpu_side ? FSATTN_DEVICE_CUDA : FSATTN_DEVICE_CPU, nullptr, nullptr};
+    auto at = [&](size_t i) { return gpu_side ? m.d(i) : m.h(i); };
+    const size_t P = first_param, G = first_grad;
+    const fsattn_ida_params p{5, c.eps, at(P), at(P + 1), at(P + 2), at(P + 3), at(P + 4), at(P + 5), at(P + 6),
+                              at(P + 7), at(P + 8)};
+    const fsattn_ida_grads g{at(G), at(G + 1), at(G + 2), at(G + 3), at(G + 4), at(G + 5), at(G + 6), at(G + 7), at(G + 8)};
+    ASSERT_EQ(FSATTN_OK, fsattn_ida_forward(&exec, &dims, &p, at(q), at(k), at(v), at(ski), at(svi), at(o), at(sko),
+                                            at(svo)))
+        << fsattn_last_error();
+    ASSERT_EQ(FSATTN_OK, fsattn_ida_backward(&exec, &dims, &p, at(q), at(k), at(v), at(ski), at(svi), at(d_o), at(dsk),
+                                             at(dsv), at(dq), at(dk), at(dv), &g, at(dski), at(dsvi)))
+        << fsattn_last_error();
+  }
+  for (size_t i : {o, sko, svo}) EXPECT_LE(rel_error(m.down(i), m.host[i]), kForwardTol) << "output " << i;
+  for (size_t i : {dq, dk, dv, dski, dsvi}) EXPECT_LE(grad_error(m.down(i), m.host[i]), kGradTol) << "gradient " << i;
+  for (size_t i = 0; i < 9; ++i) {
+    EXPECT_LE(grad_error(m.down(first_grad + i), m.host[first_grad + i], 1e-2), kGradTol) << "parameter " << i;
+  }
+}
+
+// A step runs its heads and sequences along two grid dimensions: more than 65535 of either
+// is refused, before any pointer is looked at.
+TEST(CudaGrid, TooManyStepHeadsAreRefused) {
+  const BlaCase c = make_bla_case({1, 1, 1, 4, 4, 1, 8.0, 3}, 0, 1, 0.9, true);
+  const fsattn_exec exec = cuda_exec();
+  fsattn_dims dims = c.dims();
+  dims.heads = 65536;
+  const fsattn_bla_params p = c.params();
+  float dummy = 0;
+  EXPECT_EQ(FSATTN_ERROR_UNSUPPORTED,
+            fsattn_bla_step(&exec, &dims, &p, &dummy, &dummy, &dummy, &dummy, &dummy, &dummy));
+  EXPECT_NE(std::string(fsattn_last_error()).find("65535 heads"), std::string::npos) << fsattn_last_error();
 }
 
 }  // namespace

@@ -28,9 +28,11 @@
  * outputs NaN. Kernel intermediates are device buffers that the library keeps for reuse on
  * the stream that used them (fsattn_release_workspace frees them). Final states and
  * initial-state gradients may be written in place over their inputs; if a CUDA call fails,
- * its outputs are filled with NaN (states written in place included). Not served on CUDA
- * yet (FSATTN_ERROR_UNSUPPORTED): cu_seqlens, fsattn_bla_interpolate. Without an NVIDIA
- * driver or GPU a CUDA call returns FSATTN_ERROR_DEVICE.
+ * its outputs are filled with NaN (states written in place included). dims->cu_seqlens is
+ * host memory also on CUDA (the host splits the call into one launch per sequence; the
+ * parameter gradients are summed on the stream, in float, in sequence order). Not served on
+ * CUDA yet (FSATTN_ERROR_UNSUPPORTED): fsattn_bla_interpolate. Without an NVIDIA driver or
+ * GPU a CUDA call returns FSATTN_ERROR_DEVICE.
  */
 #ifndef FSATTN_FSATTN_H
 #define FSATTN_FSATTN_H
