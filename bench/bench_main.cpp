@@ -86,15 +86,28 @@ OpShape step_shape(int64_t B) { return {B, 1, 32, 64, 64, 64}; }
 constexpr int kGpuRuns = 25;
 constexpr double kGpuBytesPerSecond = 4.27e12, kGpuFlopsPerSecond = 60e12;
 
+// The CUDA variants of an op: every one, or (all = false) the hand schedules only.
+std::vector<std::string> cuda_variants(fsattn_op op, bool all = true) {
+  std::vector<std::string> v;
+  for (int i = 0; i < fsattn_variant_count(op, FSATTN_DEVICE_CUDA); ++i) {
+    const std::string name = fsattn_variant_name(op, FSATTN_DEVICE_CUDA, i);
+    if (all || !test::is_baseline(name)) v.push_back(name);
+  }
+  return v;
+}
+
 // The ops of a CUDA benchmark: a forward, or (with_backward) a forward then a backward, as a
 // training step runs them. The backward writes the initial states' gradients over the
 // forward's final states (the autoscheduled builds need every output whole).
+// `variant` names the last op's variant; an earlier op runs the variant of that name where it
+// has one, else the tuning table's pick (the backwards' 2×2-tile variants have no forward).
 void cuda_ops(benchmark::State &state, std::vector<fsattn_op> ops, std::string variant, OpShape s) {
-  const char *v = variant.empty() ? nullptr : variant.c_str();
   std::vector<std::unique_ptr<PreparedCall>> calls;
   double flop = 0, bytes = 0;
   for (fsattn_op op : ops) {
-    calls.push_back(prepare(op, FSATTN_DEVICE_CUDA, v, s));
+    bool has = false;
+    for (const std::string &name : cuda_variants(op)) has |= name == variant;
+    calls.push_back(prepare(op, FSATTN_DEVICE_CUDA, has ? variant.c_str() : nullptr, s));
     flop += flops(op, s, chunk_of(variant));
     bytes += min_bytes(op, s);
   }
@@ -124,16 +137,6 @@ void cuda_ops(benchmark::State &state, std::vector<fsattn_op> ops, std::string v
 // The CUDA issue's shape: B=8, T=4096, H=16, Dk=Dv=64, 64 modes or slots (BLA: M=31, W=256).
 const OpShape kGpuShape{8, 4096, 16, 64, 64, 64};
 
-// The CUDA variants of an op: every one, or (all = false) the hand schedules only.
-std::vector<std::string> cuda_variants(fsattn_op op, bool all = true) {
-  std::vector<std::string> v;
-  for (int i = 0; i < fsattn_variant_count(op, FSATTN_DEVICE_CUDA); ++i) {
-    const std::string name = fsattn_variant_name(op, FSATTN_DEVICE_CUDA, i);
-    if (all || !test::is_baseline(name)) v.push_back(name);
-  }
-  return v;
-}
-
 benchmark::internal::Benchmark *register_cuda(const std::string &name, std::vector<fsattn_op> ops,
                                               const std::string &variant, const OpShape &s) {
   return benchmark::RegisterBenchmark(name.c_str(), cuda_ops, ops, variant, s)
@@ -153,7 +156,7 @@ void register_cuda_at(const std::string &suffix, const OpShape &s, bool all) {
                          Bench{"ida_forward+backward", {FSATTN_OP_IDA_FORWARD, FSATTN_OP_IDA_BACKWARD}},
                          Bench{"bla_forward", {FSATTN_OP_BLA_FORWARD}},
                          Bench{"bla_forward+backward", {FSATTN_OP_BLA_FORWARD, FSATTN_OP_BLA_BACKWARD}}}) {
-    // A forward+backward benchmark runs the backward's variants (both ops have the same).
+    // A forward+backward benchmark runs each of the backward's variants.
     for (const std::string &v : cuda_variants(b.ops.back(), all)) {
       register_cuda(std::string(b.name) + "/cuda/" + v + suffix, b.ops, v, s);
     }

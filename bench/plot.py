@@ -7,6 +7,7 @@
 Writes, for what the files hold:
   schedules_cuda.png  time per schedule, per op and tuned shape, on the GPU (fsattn-tune file)
   schedules_cpu.png   the same on the CPU
+  schedules_baselines.png  hand schedules and autoscheduled builds at B=2 T=2048 H=4 (bench JSON)
   seqlen_cuda.png     time against sequence length (1K-64K, B = max(1, 32768 / T)) of the
                       fsattn forwards and forward+backwards next to SDPA flash attention
   steps.png           decode-step latency and state bandwidth against batch size, CPU and GPU
@@ -69,6 +70,42 @@ def schedules(entries, device, machine, out):
         ax.legend(fontsize=7, ncol=4)
     fig.tight_layout()
     path = os.path.join(out, f"schedules_{device}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def baselines(rows, out):
+    """From fsattn-bench JSON: ms per variant per op at the baselines' shape (B=2, T=2048, H=4),
+    hand schedules next to the autoscheduled builds, one panel per device."""
+    panels = collections.defaultdict(lambda: collections.defaultdict(dict))
+    for name, ms, b in rows:
+        parts = name.split("/")
+        if len(parts) >= 3 and parts[1] == "cuda" and name.endswith("/B=2,T=2048,H=4"):
+            panels["GPU"][parts[0]][parts[2]] = ms
+        elif len(parts) == 3 and parts[1] == "cpu" and not parts[2].startswith("B="):
+            panels[f"{b['cpus']}-core CPU"][parts[0]][parts[2]] = ms
+    if not panels:
+        return None
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 3.6 * len(panels)), squeeze=False)
+    for ax, (device, ops) in zip(axes[:, 0], sorted(panels.items())):
+        x, ticks, labels = 0, [], []
+        for op, variants in ops.items():
+            for v, ms in variants.items():
+                auto = re.search("adams|mullapudi|li2018", v) is not None
+                bar = ax.bar(x, ms, color="tab:orange" if auto else "tab:blue")
+                ax.bar_label(bar, labels=[f"{ms:.3g}"], fontsize=7, padding=2)
+                ticks.append(x)
+                labels.append(f"{op}\n{v}")
+                x += 1
+            x += 1
+        ax.set_xticks(ticks, labels, rotation=70, ha="right", fontsize=6)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms (log)")
+        ax.set_title(f"{device}, B=2 T=2048 H=4 D=64, 64 modes/slots, fp32 (blue: hand, orange: autoscheduled)",
+                     fontsize=9)
+    fig.tight_layout()
+    path = os.path.join(out, "schedules_baselines.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -154,7 +191,7 @@ def main():
     if args.peers:
         with open(args.peers) as f:
             peers = json.load(f)["results"]
-    plots = [seqlen(rows, peers, args.out), steps(rows, args.out)]
+    plots = [seqlen(rows, peers, args.out), steps(rows, args.out), baselines(rows, args.out)]
     if args.tuning:
         with open(args.tuning) as f:
             tuning = json.load(f)

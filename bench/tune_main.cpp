@@ -34,17 +34,6 @@ struct Options {
 const fsattn_op kTunedOps[] = {FSATTN_OP_IDA_FORWARD, FSATTN_OP_IDA_BACKWARD, FSATTN_OP_BLA_FORWARD,
                                FSATTN_OP_BLA_BACKWARD, FSATTN_OP_IDA_STEP, FSATTN_OP_BLA_STEP};
 
-const char *op_name(fsattn_op op) {
-  switch (op) {
-    case FSATTN_OP_IDA_FORWARD: return "ida_forward";
-    case FSATTN_OP_IDA_BACKWARD: return "ida_backward";
-    case FSATTN_OP_BLA_FORWARD: return "bla_forward";
-    case FSATTN_OP_BLA_BACKWARD: return "bla_backward";
-    case FSATTN_OP_IDA_STEP: return "ida_step";
-    case FSATTN_OP_BLA_STEP: return "bla_step";
-    default: return "bla_interpolate";
-  }
-}
 const char *device_key(fsattn_device d) { return d == FSATTN_DEVICE_CUDA ? "cuda" : "cpu"; }
 bool is_step(fsattn_op op) { return op == FSATTN_OP_IDA_STEP || op == FSATTN_OP_BLA_STEP; }
 
@@ -94,7 +83,7 @@ Options parse(int argc, char **argv) {
     } else if (a == "--op") {
       bool found = false;
       for (fsattn_op op : kTunedOps) {
-        if (v == op_name(op)) o.ops.push_back(op), found = true;
+        if (v == fsattn_op_name(op)) o.ops.push_back(op), found = true;
       }
       if (!found) usage("unknown op '" + v + "'");
     } else if (a == "--shape") {
@@ -183,7 +172,7 @@ bool write_file(const std::string &path, const std::vector<Result> &results) {
   for (const Result &r : results) {
     if (r.best < 0) continue;
     const OpShape &s = r.shape;
-    f << (first ? "\n" : ",\n") << "    {\"op\": \"" << op_name(r.op) << "\", \"device\": \"" << device_key(r.device)
+    f << (first ? "\n" : ",\n") << "    {\"op\": \"" << fsattn_op_name(r.op) << "\", \"device\": \"" << device_key(r.device)
       << "\", \"shape\": {\"batch\": " << s.batch << ", \"seqlen\": " << s.seqlen << ", \"heads\": " << s.heads
       << ", \"dk\": " << s.dk << ", \"dv\": " << s.dv << ", \"features\": " << s.features << "},\n     \"variant\": \""
       << r.times[r.best].variant << "\", \"runs\": " << r.runs << ", \"ms\": {";
@@ -218,7 +207,7 @@ int main(int argc, char **argv) {
     for (fsattn_op op : o.ops) {
       const size_t n = candidates(op, device).size();
       if (n < 2) {
-        std::fprintf(stderr, "%s on %s: %zu variant%s, nothing to choose\n", op_name(op), device_key(device), n,
+        std::fprintf(stderr, "%s on %s: %zu variant%s, nothing to choose\n", fsattn_op_name(op), device_key(device), n,
                      n == 1 ? "" : "s");
         continue;
       }
@@ -232,7 +221,7 @@ int main(int argc, char **argv) {
     const int runs = o.runs > 0 ? o.runs : job.device == FSATTN_DEVICE_CUDA ? 10 : 5;
     Result r{job.op, job.device, job.shape, runs, {}, -1};
     if (is_step(job.op)) r.shape.seqlen = 1;
-    std::fprintf(stderr, "[%zu/%zu] %s %s %s:", j + 1, jobs.size(), op_name(job.op), device_key(job.device),
+    std::fprintf(stderr, "[%zu/%zu] %s %s %s:", j + 1, jobs.size(), fsattn_op_name(job.op), device_key(job.device),
                  shape_text(r.shape).c_str());
     for (const std::string &v : candidates(job.op, job.device)) {
       fsattn_status status = FSATTN_OK;
@@ -261,7 +250,7 @@ int main(int argc, char **argv) {
   for (const Result &r : results) {
     if (r.best < 0) continue;
     const Timed &d = r.times.front(), &b = r.times[r.best];
-    std::printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", op_name(r.op), device_key(r.device),
+    std::printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", fsattn_op_name(r.op), device_key(r.device),
                 shape_text(r.shape).c_str(), d.variant.c_str(), d.ms < 0 ? "failed" : ms_text(d.ms).c_str(),
                 b.variant.c_str(), ms_text(b.ms).c_str(), d.ms < 0 ? "-" : (ms_text(d.ms / b.ms) + "x").c_str());
   }

@@ -188,6 +188,13 @@ TEST(Tuning, LoadsFsattnTuneOutput) {
   ASSERT_EQ(fsattn_load_tuning(nullptr), FSATTN_OK);
 }
 
+TEST(Tuning, OpNames) {
+  EXPECT_STREQ(fsattn_op_name(FSATTN_OP_IDA_FORWARD), "ida_forward");
+  EXPECT_STREQ(fsattn_op_name(FSATTN_OP_BLA_STEP), "bla_step");
+  EXPECT_EQ(fsattn_op_name(static_cast<fsattn_op>(99)), nullptr);
+  EXPECT_EQ(fsattn_op_name(static_cast<fsattn_op>(-1)), nullptr);
+}
+
 TEST(Tuning, DeviceNames) {
   const char *cpu = fsattn_device_name(FSATTN_DEVICE_CPU);
   ASSERT_NE(cpu, nullptr);

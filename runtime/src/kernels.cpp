@@ -165,6 +165,11 @@ fsattn_status check_cuda_grid(const char *function, const Kernel &k, const fsatt
 
 }  // namespace fsattn
 
+extern "C" const char *fsattn_op_name(fsattn_op op) {
+  const int o = fsattn::enum_value(op);
+  return o >= FSATTN_OP_IDA_FORWARD && o <= FSATTN_OP_BLA_STEP ? fsattn::op_name(op) : nullptr;
+}
+
 extern "C" int fsattn_variant_count(fsattn_op op, fsattn_device device) {
   const int o = fsattn::enum_value(op), d = fsattn::enum_value(device);
   int n = 0;

@@ -403,6 +403,8 @@ void fuzz_others(FuzzedDataProvider &in) {
       const fsattn_device dev = in.ConsumeBool() ? FSATTN_DEVICE_CPU : FSATTN_DEVICE_CUDA;
       const int n = fsattn_variant_count(op, dev);
       check(n >= 0);
+      const char *op_text = fsattn_op_name(fsattn_op(in.ConsumeIntegral<int>()));
+      if (op_text != nullptr) check(std::strlen(op_text) > 0);
       const char *name = fsattn_variant_name(op, dev, in.ConsumeIntegral<int>());
       if (name != nullptr) check(std::strlen(name) > 0);
       return;

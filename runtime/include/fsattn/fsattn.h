@@ -212,6 +212,8 @@ typedef enum {
   FSATTN_OP_BLA_STEP = 6
 } fsattn_op;
 
+/* The op's name as tuning files and benchmarks write it ("ida_forward", ...), or NULL. */
+const char *fsattn_op_name(fsattn_op op);
 /* Number of compiled variants of `op` for `device` (0 if none). */
 int fsattn_variant_count(fsattn_op op, fsattn_device device);
 /* Name of variant `index`, or NULL when out of range. Variant 0 runs where the tuning table
