@@ -88,12 +88,7 @@ constexpr double kGpuBytesPerSecond = 4.27e12, kGpuFlopsPerSecond = 60e12;
 
 // The CUDA variants of an op: every one, or (all = false) the hand schedules only.
 std::vector<std::string> cuda_variants(fsattn_op op, bool all = true) {
-  std::vector<std::string> v;
-  for (int i = 0; i < fsattn_variant_count(op, FSATTN_DEVICE_CUDA); ++i) {
-    const std::string name = fsattn_variant_name(op, FSATTN_DEVICE_CUDA, i);
-    if (all || !test::is_baseline(name)) v.push_back(name);
-  }
-  return v;
+  return test::variants(op, FSATTN_DEVICE_CUDA, all ? test::Schedules::kAll : test::Schedules::kHand);
 }
 
 // The ops of a CUDA benchmark: a forward, or (with_backward) a forward then a backward, as a

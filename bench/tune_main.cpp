@@ -49,12 +49,7 @@ std::vector<OpShape> default_shapes(fsattn_device device, fsattn_op op) {
 }
 
 std::vector<std::string> candidates(fsattn_op op, fsattn_device device) {
-  std::vector<std::string> names;
-  for (int i = 0; i < fsattn_variant_count(op, device); ++i) {
-    const std::string name = fsattn_variant_name(op, device, i);
-    if (!test::is_baseline(name)) names.push_back(name);
-  }
-  return names;
+  return test::variants(op, device, test::Schedules::kHand);
 }
 
 [[noreturn]] void usage(const std::string &why) {

@@ -316,14 +316,17 @@ inline bool is_baseline(const std::string &variant) {
 
 enum class Schedules { kAll, kHand, kBaselines };
 
-// The compiled variants of an op on the CPU.
-inline std::vector<std::string> cpu_variants(fsattn_op op, Schedules which = Schedules::kAll) {
+// The compiled variants of an op on a device, in the kernel table's order.
+inline std::vector<std::string> variants(fsattn_op op, fsattn_device device, Schedules which = Schedules::kAll) {
   std::vector<std::string> v;
-  for (int i = 0; i < fsattn_variant_count(op, FSATTN_DEVICE_CPU); ++i) {
-    std::string name = fsattn_variant_name(op, FSATTN_DEVICE_CPU, i);
+  for (int i = 0; i < fsattn_variant_count(op, device); ++i) {
+    std::string name = fsattn_variant_name(op, device, i);
     if (which == Schedules::kAll || (which == Schedules::kBaselines) == is_baseline(name)) v.push_back(name);
   }
   return v;
+}
+inline std::vector<std::string> cpu_variants(fsattn_op op, Schedules which = Schedules::kAll) {
+  return variants(op, FSATTN_DEVICE_CPU, which);
 }
 
 }  // namespace fsattn::test

@@ -23,12 +23,7 @@ constexpr double kForwardTol = 1e-5, kGradTol = 1e-4;  // SPEC.md §4
 // The CUDA variants of an op: the hand schedules, or the autoscheduled baselines (which are
 // built for the CPU benchmark shape and refuse others, as on the CPU).
 std::vector<std::string> cuda_variants(fsattn_op op, bool baselines = false) {
-  std::vector<std::string> v;
-  for (int i = 0; i < fsattn_variant_count(op, FSATTN_DEVICE_CUDA); ++i) {
-    const std::string name = fsattn_variant_name(op, FSATTN_DEVICE_CUDA, i);
-    if (is_baseline(name) == baselines) v.push_back(name);
-  }
-  return v;
+  return variants(op, FSATTN_DEVICE_CUDA, baselines ? Schedules::kBaselines : Schedules::kHand);
 }
 
 void expect_bitwise(const std::vector<float> &a, const std::vector<float> &b, const char *what) {
