@@ -3,11 +3,12 @@
 # elsewhere and staged by bench/stage_gpu.sh in .device/ (nothing is built here): the GPU
 # test suite, the suite again under compute-sanitizer (memcheck, racecheck) on small shapes,
 # the CUDA benchmarks (JSON), the PyTorch peers, and a short table last.
-#   bash bench/gpu_session.sh [tests|sanitize|tune|bench|profile|peers ...]
-# (default: tests sanitize bench peers; tune: fsattn-tune over every variant at its default
-# shapes, CPU and GPU, writing tuning.json; profile: per-kernel times of one call of each
-# forward at the benchmark shape, from Nsight Compute; peers also times SDPA flash
-# attention against sequence length for bench/plot.py).
+#   bash bench/gpu_session.sh [tests|sanitize|huge|tune|bench|profile|peers ...]
+# (default: tests sanitize bench peers; huge: the >2^31-element CPU test, which needs
+# ~31 GB of memory; bench times what BENCH_FILTER matches, by default 'cuda|step'; tune:
+# fsattn-tune over every variant at its default shapes, CPU and GPU, writing tuning.json;
+# profile: per-kernel times of one call of each forward at the benchmark shape, from Nsight
+# Compute; peers also times SDPA flash attention against sequence length for bench/plot.py).
 # Logs and results go to $OUT (or ./gpu-results).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-results}
@@ -18,7 +19,7 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests sanitize bench peers)
 log=$OUT/log
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee -a "$log"
-small='*T1*:*odd*:*S1*:*M0*:CudaProperties.StatesInPlace:CudaArguments*'
+small='*T1*:*odd*:*S1*:*M0*:CudaProperties.StatesInPlace:CudaArguments*:CudaStep*'
 for step in "${steps[@]}"; do
   case $step in
     tests)
@@ -29,10 +30,16 @@ for step in "${steps[@]}"; do
           --gtest_filter="$small" > "$OUT/sanitizer-$tool.txt" 2>&1
         echo "compute-sanitizer $tool: exit $? :: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.txt" | tail -1)" | tee -a "$log"
       done ;;
+    huge)
+      timer=(); [ -x /usr/bin/time ] && timer=(/usr/bin/time -v)  # peak memory, where it is installed
+      SECONDS=0
+      FSATTN_HUGE_TESTS=1 timeout 400 "${timer[@]}" .device/huge_shape_test 2>&1 | tee "$OUT/huge.txt" |
+        grep -E "elements|OK \]|FAILED|PASSED|Maximum resident" | tee -a "$log"
+      echo "huge_shape_test: ${SECONDS} s" | tee -a "$log" ;;
     tune)
       timeout 400 .device/fsattn-tune --out "$OUT/tuning.json" 2>&1 | tee -a "$log" ;;
     bench)
-      timeout 400 .device/fsattn-bench --benchmark_filter='cuda|step' --benchmark_out="$OUT/bench.json" \
+      timeout 400 .device/fsattn-bench --benchmark_filter="${BENCH_FILTER:-cuda|step}" --benchmark_out="$OUT/bench.json" \
         --benchmark_out_format=json 2>&1 | tee -a "$log" | grep -E "cuda|step|Run" ;;
     profile)
       for op in ida_forward bla_forward; do
