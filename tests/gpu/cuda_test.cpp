@@ -255,10 +255,12 @@ TEST(CudaStreams, TwoStreamsRunDifferentCallsConcurrently) {
 
 // ---- decode steps ------------------------------------------------------------------------
 
-TEST(CudaStep, TokenByTokenMatchesCpuSteps) {
-  FSATTN_REQUIRE_GPU();
-  const IdaCase ic = make_ida_case({3, 6, 4, 16, 12, 8}, 41, true);
-  const BlaCase bc = make_bla_case({3, 6, 4, 16, 12, 5, 19.5, 11}, 77, 42, 0.9, true);
+// Each step of a token sequence, on the GPU and on the CPU, states in place on both. A CUDA
+// step works in tiles of 16 modes, slots or channels: the shapes have one partial tile,
+// several with a partial last one, and the largest features (the most shared memory).
+void check_steps_against_cpu(ref::IdaShape is, ref::BlaShape bs_shape) {
+  const IdaCase ic = make_ida_case(is, 41, true);
+  const BlaCase bc = make_bla_case(bs_shape, 77, 42, 0.9, true);
   const fsattn_exec cpu{FSATTN_DEVICE_CPU, nullptr, nullptr}, gpu_exec = cuda_exec();
   std::vector<float> ik = ic.state_k.f, iv = ic.state_v.f, bk = bc.state_k.f, bv = bc.state_v.f;
   DeviceArena a;
@@ -296,6 +298,21 @@ TEST(CudaStep, TokenByTokenMatchesCpuSteps) {
   EXPECT_LE(rel_error(a.down(div), iv), kForwardTol);
   EXPECT_LE(rel_error(a.down(dbk), bk), kForwardTol);
   EXPECT_LE(rel_error(a.down(dbv), bv), kForwardTol);
+}
+
+TEST(CudaStep, TokenByTokenMatchesCpuSteps) {
+  FSATTN_REQUIRE_GPU();
+  check_steps_against_cpu({3, 6, 4, 16, 12, 8}, {3, 6, 4, 16, 12, 5, 19.5, 11});
+}
+
+TEST(CudaStep, SeveralTilesMatchCpuSteps) {
+  FSATTN_REQUIRE_GPU();
+  check_steps_against_cpu({2, 4, 3, 40, 33, 37}, {2, 4, 3, 41, 35, 21, 40.0, 37});
+}
+
+TEST(CudaStep, LargestFeaturesMatchCpuSteps) {
+  FSATTN_REQUIRE_GPU();
+  check_steps_against_cpu({1, 3, 2, 256, 256, 256}, {1, 3, 2, 256, 256, 127, 512.0, 256});
 }
 
 // ---- argument checks on device memory -----------------------------------------------------
