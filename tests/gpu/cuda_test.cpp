@@ -255,12 +255,11 @@ TEST(CudaStreams, TwoStreamsRunDifferentCallsConcurrently) {
 
 // ---- decode steps ------------------------------------------------------------------------
 
-// Each step of a token sequence, on the GPU and on the CPU, states in place on both. A CUDA
-// step works in tiles of 16 modes, slots or channels: the shapes have one partial tile,
-// several with a partial last one, and the largest features (the most shared memory).
-void check_steps_against_cpu(ref::IdaShape is, ref::BlaShape bs_shape) {
-  const IdaCase ic = make_ida_case(is, 41, true);
-  const BlaCase bc = make_bla_case(bs_shape, 77, 42, 0.9, true);
+// Each step of a token sequence, on the GPU and on the CPU, states in place on both. The
+// shapes: modes, slots and channels below 16, odd counts above it, and the largest features.
+void check_steps_against_cpu(ref::IdaShape ida_shape, ref::BlaShape bla_shape) {
+  const IdaCase ic = make_ida_case(ida_shape, 41, true);
+  const BlaCase bc = make_bla_case(bla_shape, 77, 42, 0.9, true);
   const fsattn_exec cpu{FSATTN_DEVICE_CPU, nullptr, nullptr}, gpu_exec = cuda_exec();
   std::vector<float> ik = ic.state_k.f, iv = ic.state_v.f, bk = bc.state_k.f, bv = bc.state_v.f;
   DeviceArena a;
