@@ -30,12 +30,24 @@ class BlaStepGenerator : public Generator<BlaStepGenerator> {
   Output<Buffer<float>> state_v_out{"state_v_out", 4};  // may be the memory of state_v
 
   void generate() {
-    BlaStepInputs in{q, k, v, log_gamma, state_k, state_v, phase, period, modes, slots, scale,
-                     q.dim(0).extent(), v.dim(0).extent()};
+    // Reads by channel or slot are clamped on CUDA: see ida_step.
+    const bool cuda = get_target().has_feature(Target::CUDA);
+    auto clamped = [&](const Input<Buffer<float>> &b, std::vector<int> dims) {
+      if (!cuda) return Func(b);
+      return clamped_view(b, dims);
+    };
+    BlaStepInputs in{clamped(q, {0}), clamped(k, {0}), clamped(v, {0}), log_gamma, clamped(state_k, {0, 1}),
+                     clamped(state_v, {0, 1}), phase, period, modes, slots, scale, q.dim(0).extent(), v.dim(0).extent()};
     stages = bla_step_algorithm(in);
     o = stages.o;
     state_k_out = stages.state_k_out;
     state_v_out = stages.state_v_out;
+    // The outputs' shapes, stated (the runtime passes exactly these): see ida_step.
+    const Expr B = q.dim(3).extent(), H = q.dim(1).extent();
+    o.dim(0).set_bounds(0, in.dv).dim(1).set_bounds(0, H).dim(2).set_bounds(0, 1).dim(3).set_bounds(0, B);
+    for (auto [out, channels] : {std::pair(&state_k_out, in.dk), std::pair(&state_v_out, in.dv)}) {
+      out->dim(0).set_bounds(0, channels).dim(1).set_bounds(0, slots).dim(2).set_bounds(0, H).dim(3).set_bounds(0, B);
+    }
   }
 
   void schedule() {

@@ -34,12 +34,32 @@ class IdaStepGenerator : public Generator<IdaStepGenerator> {
   Output<Buffer<float>> state_v_out{"state_v_out", 5};  // may be the memory of state_v
 
   void generate() {
-    IdaStepInputs in{q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k, state_v,
-                     eps, q.dim(0).extent(), v.dim(0).extent(), a_im.dim(0).extent()};
+    // On CUDA the fused kernels' loops over channels and modes run in whole tiles, guarded,
+    // and Halide 14 bounds their reads by the whole tiles (schedules/cuda.cpp): what they
+    // read by channel or mode is read through clamps there (the values past the true sizes
+    // reach no output).
+    const bool cuda = get_target().has_feature(Target::CUDA);
+    auto clamped = [&](const Input<Buffer<float>> &b, std::vector<int> dims) {
+      if (!cuda) return Func(b);
+      return clamped_view(b, dims);
+    };
+    IdaStepInputs in{q, k, v, clamped(gk, {0}), clamped(bk, {0}), clamped(gv, {0}), clamped(bv, {0}), log_dt,
+                     clamped(a_re_log, {0}), clamped(a_im, {0}), clamped(b_mode, {1}), c_mix,
+                     clamped(state_k, {1, 2}), clamped(state_v, {1, 2}), eps, q.dim(0).extent(), v.dim(0).extent(),
+                     a_im.dim(0).extent()};
     stages = ida_step_algorithm(in);
     o = stages.o;
     state_k_out = stages.state_k_out;
     state_v_out = stages.state_v_out;
+    // The outputs' shapes, stated (the runtime passes exactly these). Unstated, the CUDA
+    // schedule's fused kernels (schedules/cuda.cpp) guard each fused stage by its own range
+    // of heads and sequences, and Halide 14 fails to split those guarded loops.
+    const Expr B = q.dim(3).extent(), H = q.dim(1).extent(), M = a_im.dim(0).extent();
+    o.dim(0).set_bounds(0, in.dv).dim(1).set_bounds(0, H).dim(2).set_bounds(0, 1).dim(3).set_bounds(0, B);
+    for (auto [out, channels] : {std::pair(&state_k_out, in.dk), std::pair(&state_v_out, in.dv)}) {
+      out->dim(0).set_bounds(0, 2).dim(1).set_bounds(0, channels).dim(2).set_bounds(0, M);
+      out->dim(3).set_bounds(0, H).dim(4).set_bounds(0, B);
+    }
   }
 
   void schedule() {

@@ -4,6 +4,20 @@ using namespace Halide;
 
 namespace fsattn {
 
+Func clamped_view(const Func &b, const std::vector<Expr> &mins, const std::vector<Expr> &extents,
+                  const std::vector<int> &dims) {
+  std::vector<Var> args;
+  std::vector<Expr> at;
+  for (size_t d = 0; d < mins.size(); ++d) {
+    args.push_back(Var("c" + std::to_string(d)));
+    at.push_back(args.back());
+  }
+  for (int d : dims) at[d] = clamp(at[d], mins[d], mins[d] + extents[d] - 1);
+  Func f(b.name() + "_clamped");
+  f(args) = b(at);
+  return f;
+}
+
 IdaStepStages ida_step_algorithm(const IdaStepInputs &in) {
   const Vars &x = vars();
   IdaStepStages s{ChunkGrid(Expr(1), 1)};
@@ -39,9 +53,11 @@ IdaStepStages ida_step_algorithm(const IdaStepInputs &in) {
   s.w.define({x.m, x.h, x.b}, Cx(0.0f, 0.0f));
   s.w.update({x.m, x.h, x.b}, s.w(x.m, x.h, x.b) + c_at(s.r_w, x.m) * s.cp(s.r_w, x.h, x.b));
   s.r_o = RDom(0, in.modes, "r_o");
+  s.o_sum = Func("o_sum");
+  s.o_sum(x.r, x.h, x.t, x.b) = 0.0f;
+  s.o_sum(x.r, x.h, x.t, x.b) += real_of_product(s.w(s.r_o, x.h, x.b), s.value_new(x.r, s.r_o, x.h, x.b));
   s.o = Func("o");
-  s.o(x.r, x.h, x.t, x.b) = 0.0f;
-  s.o(x.r, x.h, x.t, x.b) += real_of_product(s.w(s.r_o, x.h, x.b), s.value_new(x.r, s.r_o, x.h, x.b));
+  s.o(x.r, x.h, x.t, x.b) = s.o_sum(x.r, x.h, x.t, x.b);
   return s;
 }
 

@@ -12,6 +12,21 @@
 
 namespace fsattn {
 
+// b read with the indices of `dims` clamped to its bounds: "<name>_clamped". (Not
+// BoundaryConditions::repeat_edge, whose clamps are marked likely: Halide 14 then splits the
+// CUDA steps' fused loops at them, and the split loop of BLA's value state lost its body.)
+Halide::Func clamped_view(const Halide::Func &b, const std::vector<Halide::Expr> &mins,
+                          const std::vector<Halide::Expr> &extents, const std::vector<int> &dims);
+template <typename Buf>
+Halide::Func clamped_view(const Buf &b, const std::vector<int> &dims) {
+  std::vector<Halide::Expr> mins, extents;
+  for (int d = 0; d < b.dimensions(); ++d) {
+    mins.push_back(b.dim(d).min());
+    extents.push_back(b.dim(d).extent());
+  }
+  return clamped_view(Halide::Func(b), mins, extents, dims);
+}
+
 struct IdaStepInputs {
   Halide::Func q, k, v;                 // (d, h, t, b), t = 0 only
   Halide::Func gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix;  // as ida_forward's
@@ -26,7 +41,8 @@ struct IdaStepStages {
   CxFunc key_new, value_new;  // (r, m, h, b): Λ X + B x
   Halide::Func state_k_out, state_v_out;  // (ri, r, m, h, b)
   CxFunc p, cp, w;       // (m, h, b): p = Xk fq, cp = C p, w = C^T cp
-  Halide::Func o;        // (r, h, t, b)
+  Halide::Func o_sum;    // (r, h, t, b) = Re(Xv^T w)
+  Halide::Func o;        // (r, h, t, b) = o_sum (a pure output, which CUDA fuses with the state's)
   Halide::RDom r_p, r_cp, r_w, r_o;
 };
 IdaStepStages ida_step_algorithm(const IdaStepInputs &in);

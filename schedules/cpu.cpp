@@ -396,8 +396,9 @@ void schedule_ida_step_cpu(IdaStepStages &s, const CpuKnobs &k) {
     f->func().compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
     f->func().update().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
   }
+  s.o_sum.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  s.o_sum.update().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
   s.o.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
-  s.o.update().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
 }
 
 void schedule_bla_step_cpu(BlaStepStages &s, const CpuKnobs &k) {

@@ -245,61 +245,173 @@ void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &s
 }
 
 // ---- decoding steps ---------------------------------------------------------------------
-// A step is bound by its states: each is read and written once at best. The new state
-// (Λ X + B x, γ X + φ x) is not stored: it is formed where it is used, by the kernel that
-// writes the state out and by the two reads (IDA's p = Xk fq, BLA's z = Ks q; the output's
-// sum over slots), which read the old state. (Stored, it cost a write and a read of each
-// state more: IDA's step at B=64 H=32 D=M=64 took 840 µs, BLA's 433 µs, on the H200.) The
-// reads run before the state is written (o is the first output), so the update may be in
-// place.
+// A step is bound by its states, each read and written once at best, and by its launches
+// (a few µs each: with every stage a kernel of its own, 21 for IDA and 16 for BLA, the steps
+// took 107 and 68 µs at B=1, H=32, D=M=S=64 on the H200). So each state is one kernel that
+// reads the old state, reads it through the token's query, and writes the new one:
+//   - the key state (IDA's p = Xk fq, BLA's z = Ks q, sums over the contiguous channels): each
+//     thread kStepLanes channels apart along one mode's row, its partial sum of the row kept
+//     (the reads of consecutive threads are consecutive), and the new elements of the same
+//     channels written in the same thread, fused with compute_with;
+//   - the value state (the output, a sum over modes or slots): each thread one channel,
+//     summing over the modes in a register, then writing that channel's new elements.
+// The new state (Λ X + B x, γ X + φ x) is formed where it is used, from the old state,
+// which each thread reads before it writes the same elements, so the update may be in
+// place. The features, the norms and the mixing are a kernel each, their sums in registers.
 
 namespace {
 
-// A state-shaped output f(ri, r, m, h, b) (complex) or f(r, m, h, b): each thread one (r, m)
-// element, both parts of a complex one; consecutive threads consecutive channels (coalesced);
-// blocks over (r, m) of one head and sequence, the heads and sequences grid dimensions y, z
-// (at most 65535 each: check_cuda_grid).
-void gpu_state_stage(Func f, bool complex, const CudaKnobs &k) {
+// Partial sums of a key state's read per mode: 8 of them, so that 16 modes × 8 channels
+// make a block of 128 threads, each thread reading Dk/8 complex values of one row.
+constexpr int kStepLanes = 8;
+
+// f(v, ...) (a per-token vector: a feature map, a read of the state, φ) as one kernel:
+// blocks over 64 values of v and over the head and sequence, where f has them, one value
+// per thread; f's token dimensions (extent 1) loops inside the thread. Not fused into one
+// thread index: Halide 14 bounds what a thread reads through the divisions that recover
+// the dimensions by their whole ranges, and a value computed inside the thread (a norm) was
+// then given a buffer in global memory sized by a host loop over every thread. Returns the
+// thread loop.
+Var gpu_step_kernel(Func f, const CudaKnobs &k) {
   const Vars &x = vars();
-  Var rm("rm"), rmo("rmo"), rmi("rmi");
-  f.compute_root();
-  // (Both parts as one float2, vectorized: 58 µs instead of 52 µs per state at B=64, H200.)
-  if (complex) f.bound(x.ri, 0, 2).reorder(x.ri, x.r, x.m, x.h, x.b).unroll(x.ri);
-  f.fuse(x.r, x.m, rm).split(rm, rmo, rmi, k.threads, TailStrategy::GuardWithIf).gpu_blocks(rmo, x.h, x.b).gpu_threads(rmi);
+  const std::vector<Var> a = f.args();
+  Var vo(a[0].name() + "_o"), vi(a[0].name() + "_i");
+  std::vector<VarOrRVar> order{vi}, blocks{vo};
+  for (size_t j = 1; j < a.size(); ++j) {
+    if (a[j].same_as(x.h) || a[j].same_as(x.b)) {
+      blocks.push_back(a[j]);
+    } else {
+      f.bound(a[j], 0, 1);
+      order.insert(order.begin(), a[j]);
+    }
+  }
+  f.compute_root().split(a[0], vo, vi, std::min(64, k.threads), TailStrategy::GuardWithIf);
+  order.insert(order.end(), blocks.begin(), blocks.end());
+  f.reorder(order).gpu_threads(vi);
+  if (blocks.size() == 1) f.gpu_blocks(blocks[0]);
+  if (blocks.size() == 2) f.gpu_blocks(blocks[0], blocks[1]);
+  if (blocks.size() == 3) f.gpu_blocks(blocks[0], blocks[1], blocks[2]);
+  return vi;
 }
 
-// A reduction f(v, h, b) or f(v, h, t, b) (t of extent 1) of a step: each thread one v,
-// summing serially; a block holds up to 64 of them for one head and sequence.
-void gpu_step_reduction(Func f, const Var &v, const CudaKnobs &k) {
-  const Vars &x = vars();
-  const bool has_t = f.args().size() == 4;
-  const int threads = std::min(64, k.threads);
-  Var vo(v.name() + "_o"), vi(v.name() + "_i"), tb("tb");
-  f.compute_root();
-  if (has_t) f.bound(x.t, 0, 1);
-  for (int u = -1; u < f.num_update_definitions(); ++u) {
-    Stage st = u < 0 ? Stage(f) : f.update(u);
-    st.split(v, vo, vi, threads, TailStrategy::GuardWithIf);
-    if (has_t) {
-      st.fuse(x.t, x.b, tb).gpu_blocks(vo, x.h, tb);
-    } else {
-      st.gpu_blocks(vo, x.h, x.b);
-    }
-    st.gpu_threads(vi);
+// g computed inside a thread of f's kernel, one value, in registers.
+// A serial loop inside a thread, kStepUnroll iterations a step, so that their loads are in
+// flight together.
+constexpr int kStepUnroll = 8;
+void unroll_serial(Stage s, const VarOrRVar &v) {
+  // A loop made by a split is named "<old>.<new>": it is found by its last part.
+  const std::string n = v.name().substr(v.name().rfind('.') + 1);
+  std::string fresh = n;
+  std::replace(fresh.begin(), fresh.end(), '$', '_');
+  if (v.is_rvar) {
+    s.split(RVar(n), RVar(fresh + "_uo"), RVar(fresh + "_ui"), kStepUnroll, TailStrategy::GuardWithIf)
+        .unroll(RVar(fresh + "_ui"));
+  } else {
+    s.split(Var(n), Var(fresh + "_uo"), Var(fresh + "_ui"), kStepUnroll, TailStrategy::GuardWithIf)
+        .unroll(Var(fresh + "_ui"));
   }
+}
+
+// g (a reduction) computed inside a thread of f's kernel, one value, in registers; its
+// reduction loop unrolled (`loop`: that loop, where the update has been split).
+Func in_registers(Func g, const Func &f, const Var &thread, const RVar *loop = nullptr) {
+  g.compute_at(f, thread).store_in(MemoryType::Register);
+  for (const Var &a : g.args()) g.bound_extent(a, 1);
+  for (int u = 0; u < g.num_update_definitions(); ++u) unroll_serial(g.update(u), loop ? *loop : g.rvars(u)[0]);
+  return g;
+}
+
+// f as one kernel (gpu_step_kernel), with `in_thread`, the reductions it reads (its norms),
+// summed again by every thread (over the token's channels, from cache) rather than stored
+// by kernels of their own.
+void gpu_step_vector(Func f, const std::vector<Func> &in_thread, const CudaKnobs &k, std::set<std::string> &done) {
+  const Var thread = gpu_step_kernel(f, k);
+  done.insert(f.name());
+  for (Func g : in_thread) done.insert(in_registers(g, f, thread).name());
+}
+
+// A reduction f(v, h, b) stored by a wrapper, one kernel: each thread one element, summed in
+// a register. f's consumers read the wrapper.
+void gpu_step_sum(Func f, const CudaKnobs &k, std::set<std::string> &done) {
+  Func stored = f.in();
+  in_registers(f, stored, gpu_step_kernel(stored, k));
+  done.insert(stored.name());
+  done.insert(f.name());
+}
+
+// The key state's kernel: `out` (ri, r, m, h, b) or (r, m, h, b), and the read f(m, h, b)
+// summing over channels r, split into kStepLanes partial sums (channels kStepLanes apart)
+// by rfactor. Blocks of 16 modes of one head and sequence; the partial sums are added by a
+// small kernel of their own.
+void gpu_key_state(Func out, bool complex, Func f, const CudaKnobs &k, std::set<std::string> &done) {
+  const Vars &x = vars();
+  const int nm = std::max(1, k.threads / kStepLanes);
+  RVar rj("rj"), rl("rl");
+  Var u("u"), mo("mo"), mi("mi");
+  Func partial = f.update(0).split(f.rvars(0)[0], rj, rl, kStepLanes, TailStrategy::GuardWithIf).rfactor(rl, u);
+  Func lanes = partial.in(f);
+  lanes.compute_root()
+      .bound(u, 0, kStepLanes)
+      .split(x.m, mo, mi, nm, TailStrategy::GuardWithIf)
+      .reorder(u, mi, mo, x.h, x.b)
+      .gpu_blocks(mo, x.h, x.b)
+      .gpu_threads(u, mi);
+  in_registers(partial, lanes, u, &rj);
+  // (compute_with needs the fused loops to have the same names in both.)
+  Var rs("rs");
+  out.compute_root();
+  if (complex) out.bound(x.ri, 0, 2);
+  out.split(x.r, rs, u, kStepLanes, TailStrategy::GuardWithIf).split(x.m, mo, mi, nm, TailStrategy::GuardWithIf);
+  if (complex) {
+    out.reorder(x.ri, rs, u, mi, mo, x.h, x.b).unroll(x.ri);
+  } else {
+    out.reorder(rs, u, mi, mo, x.h, x.b);
+  }
+  unroll_serial(out, rs);
+  out.gpu_blocks(mo, x.h, x.b).gpu_threads(u, mi).compute_with(lanes, u);
+  done.insert({out.name(), partial.name(), lanes.name()});
+  gpu_step_sum(f, k, done);
+}
+
+// The value state's kernel: `out` (ri, r, m, h, b) or (r, m, h, b), and the output o(r, h,
+// t, b), whose sum over modes (slots) is `in_thread` (with the softmax's sums for BLA).
+// Blocks of 64 channels of one head and sequence.
+void gpu_value_state(Func out, bool complex, Func o, const std::vector<Func> &in_thread, const CudaKnobs &k,
+                     std::set<std::string> &done) {
+  const Vars &x = vars();
+  const int nr = std::min(64, k.threads);
+  Var ro("ro"), rv("rv");
+  // (The token loop, of extent 1, innermost: compute_with needs the fused loops to be the
+  // same, by name, in both.)
+  o.compute_root()
+      .bound(x.t, 0, 1)
+      .split(x.r, ro, rv, nr, TailStrategy::GuardWithIf)
+      .reorder(x.t, rv, ro, x.h, x.b)
+      .gpu_blocks(ro, x.h, x.b)
+      .gpu_threads(rv);
+  for (Func g : in_thread) in_registers(g, o, rv);
+  out.compute_root();
+  if (complex) out.bound(x.ri, 0, 2);
+  out.split(x.r, ro, rv, nr, TailStrategy::GuardWithIf);
+  if (complex) {
+    out.reorder(x.ri, x.m, rv, ro, x.h, x.b).unroll(x.ri);
+  } else {
+    out.reorder(x.m, rv, ro, x.h, x.b);
+  }
+  unroll_serial(out, x.m);
+  out.gpu_blocks(ro, x.h, x.b).gpu_threads(rv).compute_with(o, rv);
+  done.insert({out.name(), o.name()});
+  for (const Func &g : in_thread) done.insert(g.name());
 }
 
 }  // namespace
 
 void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
-  const Vars &x = vars();
-  gpu_state_stage(s.state_k_out, true, k);
-  gpu_state_stage(s.state_v_out, true, k);
-  // p = Xk fq: consecutive threads (modes) read a state row apart, 73 µs at B=64 on the H200
-  // (split into 16 partial sums over interleaved channels with rfactor, so that consecutive
-  // threads read consecutive channels, it took 82 µs).
-  gpu_step_reduction(s.p.func(), x.m, k);
-  gpu_step_reduction(s.o, x.r, k);
+  std::set<std::string> done;
+  gpu_step_vector(s.feat.fq, {s.feat.q_ssq}, k, done);
+  gpu_step_vector(s.feat.kt, {s.feat.k_ssq}, k, done);
+  gpu_step_vector(s.feat.vt, {s.feat.v_msq}, k, done);
+  gpu_key_state(s.state_k_out, true, s.p.func(), k, done);
   // cp = C p reads C along its rows, which consecutive threads (modes) would read 2M floats
   // apart: a copy of each head's C stored transposed makes their reads consecutive (cp: 73 ->
   // 15 µs, the copy 4 µs, at B=64 on the H200).
@@ -307,18 +419,24 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   const std::vector<Var> a = c_rows.args();  // (part, col, row, h)
   c_rows.compute_root().reorder_storage(a[0], a[2], a[1], a[3]);
   gpu_stage(c_rows, {a[0], a[2], a[1], a[3]}, k.threads, "c_rows");
-  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"state_k_new", "state_v_new"}), k,
-                         {s.o.name(), s.state_k_out.name(), s.state_v_out.name(), s.p.func().name(), c_rows.name()});
+  done.insert(c_rows.name());
+  gpu_step_sum(s.cp.func(), k, done);
+  gpu_step_sum(s.w.func(), k, done);
+  gpu_value_state(s.state_v_out, true, s.o, {s.o_sum}, k, done);
+  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"state_k_new", "state_v_new", "*_chunked", "*_clamped"}), k,
+                         done);
 }
 
 void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k) {
-  const Vars &x = vars();
-  gpu_state_stage(s.state_k_out, false, k);
-  gpu_state_stage(s.state_v_out, false, k);
-  gpu_step_reduction(s.z, x.m, k);  // 40 µs at B=64 (H200), as many with rfactor (see p above)
-  gpu_step_reduction(s.o_sum, x.r, k);
-  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"state_k_new", "state_v_new"}), k,
-                         {s.state_k_out.name(), s.state_v_out.name(), s.z.name(), s.o_sum.name()});
+  std::set<std::string> done;
+  // φ of the token at every slot (its Dirichlet rotors in double) is one small kernel; γ and
+  // the softmax's exponentials are formed where they are used.
+  gpu_step_vector(s.writes.phi, {}, k, done);
+  gpu_key_state(s.state_k_out, false, s.z, k, done);
+  gpu_value_state(s.state_v_out, false, s.o, {s.o_sum, s.zmax, s.den}, k, done);
+  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out},
+                         with(kViews, {"state_k_new", "state_v_new", "*_clamped", "gamma_pow", "token_rotor", "anchor_rotor", "ez"}), k,
+                         done);
 }
 
 void schedule_bla_interpolate_cuda(DirichletInterpolation &d, const CudaKnobs &k) {
