@@ -247,17 +247,22 @@ void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &s
 // ---- decoding steps ---------------------------------------------------------------------
 // A step is bound by its states, each read and written once at best, and by its launches
 // (a few µs each: with every stage a kernel of its own, 21 for IDA and 16 for BLA, the steps
-// took 107 and 68 µs at B=1, H=32, D=M=S=64 on the H200). So each state is one kernel that
-// reads the old state, reads it through the token's query, and writes the new one:
+// took 107 and 68 µs at B=1, H=32, D=M=S=64, and 317 and 214 µs at B=64, on the H200). So
+// each state is one kernel that reads the old state, reduces it with the token's query and
+// writes the new one, fused with compute_with:
 //   - the key state (IDA's p = Xk fq, BLA's z = Ks q, sums over the contiguous channels): each
-//     thread kStepLanes channels apart along one mode's row, its partial sum of the row kept
-//     (the reads of consecutive threads are consecutive), and the new elements of the same
-//     channels written in the same thread, fused with compute_with;
+//     thread kStepLanes channels apart along one mode's row, keeping its partial sum of the
+//     row (the reads of consecutive threads are consecutive), then writing the new elements
+//     it has just read. 48 µs for IDA's key state, 32 µs for BLA's, at B=64 (H200);
 //   - the value state (the output, a sum over modes or slots): each thread one channel,
-//     summing over the modes in a register, then writing that channel's new elements.
-// The new state (Λ X + B x, γ X + φ x) is formed where it is used, from the old state,
-// which each thread reads before it writes the same elements, so the update may be in
-// place. The features, the norms and the mixing are a kernel each, their sums in registers.
+//     summing over the modes in a register, then writing that channel's new elements. 62 µs
+//     for IDA, 36 µs for BLA. (Partial sums over groups of 8 modes, as for the key state,
+//     took 69 µs for IDA, and BLA's softmax maximum then needed a kernel of its own.)
+// The new state (Λ X + B x, γ X + φ x) is formed where it is used, from the old state; each
+// thread reads the elements it writes before it writes them, so the update may be in place.
+// The features, the norms and the mixing are small kernels, their sums in registers. IDA is
+// 10 kernels, BLA 4. (IDA's p, cp = C p and w = C^T cp in one kernel per head and sequence,
+// p and cp in shared memory, took 29 µs instead of 27 as three.)
 
 namespace {
 
@@ -294,9 +299,10 @@ Var gpu_step_kernel(Func f, const CudaKnobs &k) {
   return vi;
 }
 
-// g computed inside a thread of f's kernel, one value, in registers.
 // A serial loop inside a thread, kStepUnroll iterations a step, so that their loads are in
-// flight together.
+// flight together. (It costs registers: unrolled, IDA's value kernel took 65 µs instead of
+// 62 and its key kernel 52 instead of 48, at 64 registers a thread; BLA's value kernel, real,
+// 36 µs instead of 41. B=64, H200.)
 constexpr int kStepUnroll = 8;
 void unroll_serial(Stage s, const VarOrRVar &v) {
   // A loop made by a split is named "<old>.<new>": it is found by its last part.
@@ -313,21 +319,12 @@ void unroll_serial(Stage s, const VarOrRVar &v) {
 }
 
 // g (a reduction) computed inside a thread of f's kernel, one value, in registers; its
-// reduction loop unrolled (`loop`: that loop, where the update has been split).
-Func in_registers(Func g, const Func &f, const Var &thread, const RVar *loop = nullptr) {
+// reduction loop unrolled, where `unroll`.
+Func in_registers(Func g, const Func &f, const Var &thread, bool unroll = true) {
   g.compute_at(f, thread).store_in(MemoryType::Register);
   for (const Var &a : g.args()) g.bound_extent(a, 1);
-  for (int u = 0; u < g.num_update_definitions(); ++u) unroll_serial(g.update(u), loop ? *loop : g.rvars(u)[0]);
+  for (int u = 0; u < g.num_update_definitions() && unroll; ++u) unroll_serial(g.update(u), g.rvars(u)[0]);
   return g;
-}
-
-// f as one kernel (gpu_step_kernel), with `in_thread`, the reductions it reads (its norms),
-// summed again by every thread (over the token's channels, from cache) rather than stored
-// by kernels of their own.
-void gpu_step_vector(Func f, const std::vector<Func> &in_thread, const CudaKnobs &k, std::set<std::string> &done) {
-  const Var thread = gpu_step_kernel(f, k);
-  done.insert(f.name());
-  for (Func g : in_thread) done.insert(in_registers(g, f, thread).name());
 }
 
 // A reduction f(v, h, b) stored by a wrapper, one kernel: each thread one element, summed in
@@ -356,7 +353,7 @@ void gpu_key_state(Func out, bool complex, Func f, const CudaKnobs &k, std::set<
       .reorder(u, mi, mo, x.h, x.b)
       .gpu_blocks(mo, x.h, x.b)
       .gpu_threads(u, mi);
-  in_registers(partial, lanes, u, &rj);
+  in_registers(partial, lanes, u, false);
   // (compute_with needs the fused loops to have the same names in both.)
   Var rs("rs");
   out.compute_root();
@@ -367,17 +364,16 @@ void gpu_key_state(Func out, bool complex, Func f, const CudaKnobs &k, std::set<
   } else {
     out.reorder(rs, u, mi, mo, x.h, x.b);
   }
-  unroll_serial(out, rs);
   out.gpu_blocks(mo, x.h, x.b).gpu_threads(u, mi).compute_with(lanes, u);
   done.insert({out.name(), partial.name(), lanes.name()});
   gpu_step_sum(f, k, done);
 }
 
 // The value state's kernel: `out` (ri, r, m, h, b) or (r, m, h, b), and the output o(r, h,
-// t, b), whose sum over modes (slots) is `in_thread` (with the softmax's sums for BLA).
-// Blocks of 64 channels of one head and sequence.
-void gpu_value_state(Func out, bool complex, Func o, const std::vector<Func> &in_thread, const CudaKnobs &k,
-                     std::set<std::string> &done) {
+// t, b), whose sum over modes (slots) is `in_thread` (with the softmax's sums for BLA),
+// their loops unrolled where `unroll`. Blocks of 64 channels of one head and sequence.
+void gpu_value_state(Func out, bool complex, Func o, const std::vector<Func> &in_thread, bool unroll,
+                     const CudaKnobs &k, std::set<std::string> &done) {
   const Vars &x = vars();
   const int nr = std::min(64, k.threads);
   Var ro("ro"), rv("rv");
@@ -389,7 +385,7 @@ void gpu_value_state(Func out, bool complex, Func o, const std::vector<Func> &in
       .reorder(x.t, rv, ro, x.h, x.b)
       .gpu_blocks(ro, x.h, x.b)
       .gpu_threads(rv);
-  for (Func g : in_thread) in_registers(g, o, rv);
+  for (Func g : in_thread) in_registers(g, o, rv, unroll);
   out.compute_root();
   if (complex) out.bound(x.ri, 0, 2);
   out.split(x.r, ro, rv, nr, TailStrategy::GuardWithIf);
@@ -398,19 +394,36 @@ void gpu_value_state(Func out, bool complex, Func o, const std::vector<Func> &in
   } else {
     out.reorder(x.m, rv, ro, x.h, x.b);
   }
-  unroll_serial(out, x.m);
+  if (unroll) unroll_serial(out, x.m);
   out.gpu_blocks(ro, x.h, x.b).gpu_threads(rv).compute_with(o, rv);
   done.insert({out.name(), o.name()});
   for (const Func &g : in_thread) done.insert(g.name());
+}
+
+// A feature map f(r, ...) as one kernel (gpu_step_kernel) and its norm `norm`, which every
+// thread sums over the token's channels: `x`, what the norm sums over (silu of q or k, or
+// v), is formed once per block into shared memory. (Formed by every thread, the features
+// took 18-20 µs each at B=64 H=32 Dk=64, H200.)
+void gpu_step_feature(Func f, Func norm, Func x, const CudaKnobs &k, std::set<std::string> &done) {
+  const Vars &v = vars();
+  const Var thread = gpu_step_kernel(f, k);
+  done.insert(f.name());
+  done.insert(in_registers(norm, f, thread).name());
+  Func staged = x.in(norm);
+  Var so("so"), si("si");
+  staged.compute_at(f, Var(v.r.name() + "_o"))
+      .split(v.r, so, si, std::min(64, k.threads), TailStrategy::GuardWithIf)
+      .gpu_threads(si);
+  done.insert(staged.name());
 }
 
 }  // namespace
 
 void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   std::set<std::string> done;
-  gpu_step_vector(s.feat.fq, {s.feat.q_ssq}, k, done);
-  gpu_step_vector(s.feat.kt, {s.feat.k_ssq}, k, done);
-  gpu_step_vector(s.feat.vt, {s.feat.v_msq}, k, done);
+  gpu_step_feature(s.feat.fq, s.feat.q_ssq, s.feat.q_act, k, done);
+  gpu_step_feature(s.feat.kt, s.feat.k_ssq, s.feat.k_act, k, done);
+  gpu_step_feature(s.feat.vt, s.feat.v_msq, s.feat.v, k, done);
   gpu_key_state(s.state_k_out, true, s.p.func(), k, done);
   // cp = C p reads C along its rows, which consecutive threads (modes) would read 2M floats
   // apart: a copy of each head's C stored transposed makes their reads consecutive (cp: 73 ->
@@ -422,7 +435,7 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   done.insert(c_rows.name());
   gpu_step_sum(s.cp.func(), k, done);
   gpu_step_sum(s.w.func(), k, done);
-  gpu_value_state(s.state_v_out, true, s.o, {s.o_sum}, k, done);
+  gpu_value_state(s.state_v_out, true, s.o, {s.o_sum}, false, k, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"state_k_new", "state_v_new", "*_chunked", "*_clamped"}), k,
                          done);
 }
@@ -431,9 +444,10 @@ void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k) {
   std::set<std::string> done;
   // φ of the token at every slot (its Dirichlet rotors in double) is one small kernel; γ and
   // the softmax's exponentials are formed where they are used.
-  gpu_step_vector(s.writes.phi, {}, k, done);
+  gpu_step_kernel(s.writes.phi, k);
+  done.insert(s.writes.phi.name());
   gpu_key_state(s.state_k_out, false, s.z, k, done);
-  gpu_value_state(s.state_v_out, false, s.o, {s.o_sum, s.zmax, s.den}, k, done);
+  gpu_value_state(s.state_v_out, false, s.o, {s.o_sum, s.zmax, s.den}, true, k, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out},
                          with(kViews, {"state_k_new", "state_v_new", "*_clamped", "gamma_pow", "token_rotor", "anchor_rotor", "ez"}), k,
                          done);
