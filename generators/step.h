@@ -1,10 +1,12 @@
 // One decoding step of each mixer (SPEC.md §5, fsattn_*_step): one token per sequence, the
 // state updated by one step of the recurrence and read by the token's query. Per head this
 // is O(M (Dk + Dv) + M^2) for IDA (the mixing as C^T (C p), not through G = C^T C, whose
-// M^3 would dominate) and O(S (Dk + Dv)) for BLA. The state may be updated in place: the
-// readout reads the old state (o is realized first, as the first output), then the new
-// state is written, each element from the old one read in the same iteration. Nothing is
-// allocated after the state is written, so a failed call leaves the state as it was.
+// M^3 would dominate) and O(S (Dk + Dv)) for BLA. The state may be updated in place. On
+// the CPU the readout reads the old state (o is realized first, as the first output), then
+// the new state is written, each element from the old one read in the same iteration;
+// nothing is allocated after the state is written, so a failed call leaves the state as it
+// was. On CUDA each thread reads the elements it writes before it writes them
+// (schedules/cuda.cpp), and a failed call fills every output with NaN, states included.
 #pragma once
 
 #include "bla_stages.h"

@@ -396,9 +396,10 @@ void schedule_ida_step_cpu(IdaStepStages &s, const CpuKnobs &k) {
     f->func().compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
     f->func().update().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
   }
-  s.o_sum.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
-  s.o_sum.update().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  // o_sum, for each head and sequence inside o's parallel loop (one loop over them, not two).
   s.o.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  s.o_sum.compute_at(s.o, bh).vectorize(x.r, k.vector, kTail);
+  s.o_sum.update().vectorize(x.r, k.vector, kTail);
 }
 
 void schedule_bla_step_cpu(BlaStepStages &s, const CpuKnobs &k) {
@@ -417,9 +418,10 @@ void schedule_bla_step_cpu(BlaStepStages &s, const CpuKnobs &k) {
     f.compute_root().parallel(x.b);
     f.update().parallel(x.b);
   }
-  s.o_sum.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
-  s.o_sum.update().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  // o_sum, for each head and sequence inside o's parallel loop (one loop over them, not two).
   s.o.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  s.o_sum.compute_at(s.o, bh).vectorize(x.r, k.vector, kTail);
+  s.o_sum.update().vectorize(x.r, k.vector, kTail);
 }
 
 void schedule_bla_interpolate_cpu(DirichletInterpolation &d, const CpuKnobs &k) {
