@@ -255,13 +255,14 @@ void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &s
 //     row (the reads of consecutive threads are consecutive), then writing the new elements
 //     it has just read. 48 µs for IDA's key state, 32 µs for BLA's, at B=64 (H200);
 //   - the value state (the output, a sum over modes or slots): each thread one channel,
-//     summing over the modes in a register, then writing that channel's new elements. 62 µs
-//     for IDA, 36 µs for BLA. (Partial sums over groups of 8 modes, as for the key state,
-//     took 69 µs for IDA, and BLA's softmax maximum then needed a kernel of its own.)
+//     summing in a register, then writing that channel's new elements. IDA's threads each
+//     take every fourth mode and keep a partial sum, which a small kernel adds (42 µs for
+//     the value state); BLA's take every slot, with the softmax's maximum and denominator
+//     (36 µs). Why each: gpu_value_state_partials.
 // The new state (Λ X + B x, γ X + φ x) is formed where it is used, from the old state; each
 // thread reads the elements it writes before it writes them, so the update may be in place.
 // The features, the norms and the mixing are small kernels, their sums in registers. IDA is
-// 10 kernels, BLA 4. (IDA's p, cp = C p and w = C^T cp in one kernel per head and sequence,
+// 11 kernels, BLA 4. (IDA's p, cp = C p and w = C^T cp in one kernel per head and sequence,
 // p and cp in shared memory, took 29 µs instead of 27 as three.)
 
 namespace {
@@ -300,9 +301,9 @@ Var gpu_step_kernel(Func f, const CudaKnobs &k) {
 }
 
 // A serial loop inside a thread, kStepUnroll iterations a step, so that their loads are in
-// flight together. (It costs registers: unrolled, IDA's value kernel took 65 µs instead of
-// 62 and its key kernel 52 instead of 48, at 64 registers a thread; BLA's value kernel, real,
-// 36 µs instead of 41. B=64, H200.)
+// flight together. (It costs registers: unrolled, IDA's key kernel took 52 µs instead of 48,
+// at 64 registers a thread, and its value kernel, before it had partial sums, 65 instead of
+// 62; BLA's value kernel, over real values, 36 µs instead of 41. B=64, H200.)
 constexpr int kStepUnroll = 8;
 void unroll_serial(Stage s, const VarOrRVar &v) {
   // A loop made by a split is named "<old>.<new>": it is found by its last part.
@@ -369,11 +370,12 @@ void gpu_key_state(Func out, bool complex, Func f, const CudaKnobs &k, std::set<
   gpu_step_sum(f, k, done);
 }
 
-// The value state's kernel: `out` (ri, r, m, h, b) or (r, m, h, b), and the output o(r, h,
-// t, b), whose sum over modes (slots) is `in_thread` (with the softmax's sums for BLA),
-// their loops unrolled where `unroll`. Blocks of 64 channels of one head and sequence.
-void gpu_value_state(Func out, bool complex, Func o, const std::vector<Func> &in_thread, bool unroll,
-                     const CudaKnobs &k, std::set<std::string> &done) {
+// The value state's kernel with the output: `out` (ri, r, m, h, b) or (r, m, h, b), and the
+// output o(r, h, t, b), whose sum over modes (slots) is `in_thread` (with the softmax's sums
+// for BLA), their loops unrolled; one thread per channel, over every mode. Blocks of 64
+// channels of one head and sequence.
+void gpu_value_state_whole(Func out, bool complex, Func o, const std::vector<Func> &in_thread, const CudaKnobs &k,
+                           std::set<std::string> &done) {
   const Vars &x = vars();
   const int nr = std::min(64, k.threads);
   Var ro("ro"), rv("rv");
@@ -385,7 +387,7 @@ void gpu_value_state(Func out, bool complex, Func o, const std::vector<Func> &in
       .reorder(x.t, rv, ro, x.h, x.b)
       .gpu_blocks(ro, x.h, x.b)
       .gpu_threads(rv);
-  for (Func g : in_thread) in_registers(g, o, rv, unroll);
+  for (Func g : in_thread) in_registers(g, o, rv);
   out.compute_root();
   if (complex) out.bound(x.ri, 0, 2);
   out.split(x.r, ro, rv, nr, TailStrategy::GuardWithIf);
@@ -394,10 +396,53 @@ void gpu_value_state(Func out, bool complex, Func o, const std::vector<Func> &in
   } else {
     out.reorder(x.m, rv, ro, x.h, x.b);
   }
-  if (unroll) unroll_serial(out, x.m);
+  unroll_serial(out, x.m);
   out.gpu_blocks(ro, x.h, x.b).gpu_threads(rv).compute_with(o, rv);
   done.insert({out.name(), o.name()});
   for (const Func &g : in_thread) done.insert(g.name());
+}
+
+// Partial sums of the value state's read per channel, over groups of modes kValueGroups
+// apart, in blocks of kValueChannels channels × kValueGroups groups: kValueGroups times the
+// threads of gpu_value_state_whole, which, at B·H·Dv threads, fill half the GPU at B=64
+// H=32. (IDA's value kernel: 42 µs, instead of 62 with one thread per channel. BLA's took 35
+// µs instead of 36, but its threads each summed the softmax's maximum over every slot first,
+// and the output's kernel, summing the maximum and the denominator again, 12 µs: BLA keeps
+// gpu_value_state_whole. B=64, H200.)
+constexpr int kValueGroups = 4;
+constexpr int kValueChannels = 32;
+
+// The value state's kernel as partial sums: `out` (ri, r, m, h, b) or (r, m, h, b), and the
+// partial sums of f(r, h, t, b), the output's sum over modes, split by rfactor; each thread
+// writes the new elements it has just read. The output o is a small kernel of its own that
+// adds the partial sums.
+void gpu_value_state_partials(Func out, bool complex, Func o, Func f, const CudaKnobs &k,
+                              std::set<std::string> &done) {
+  const Vars &x = vars();
+  RVar rj("rj"), rl("rl");
+  Var u("u"), ro("ro"), rv("rv"), ms("ms");
+  Func partial = f.update(0).split(f.rvars(0)[0], rj, rl, kValueGroups, TailStrategy::GuardWithIf).rfactor(rl, u);
+  Func lanes = partial.in(f);
+  // (The token loop, of extent 1, innermost: compute_with needs the fused loops to be the
+  // same, by name, in both.)
+  lanes.compute_root()
+      .bound(u, 0, kValueGroups)
+      .bound(x.t, 0, 1)
+      .split(x.r, ro, rv, kValueChannels, TailStrategy::GuardWithIf)
+      .reorder(x.t, rv, u, ro, x.h, x.b)
+      .gpu_blocks(ro, x.h, x.b)
+      .gpu_threads(rv, u);
+  in_registers(partial, lanes, rv, false);
+  out.compute_root();
+  out.split(x.r, ro, rv, kValueChannels, TailStrategy::GuardWithIf).split(x.m, ms, u, kValueGroups, TailStrategy::GuardWithIf);
+  if (complex) {
+    out.bound(x.ri, 0, 2).reorder(x.ri, ms, rv, u, ro, x.h, x.b).unroll(x.ri);
+  } else {
+    out.reorder(ms, rv, u, ro, x.h, x.b);
+  }
+  out.gpu_blocks(ro, x.h, x.b).gpu_threads(rv, u).compute_with(lanes, rv);
+  in_registers(f, o, gpu_step_kernel(o, k));
+  done.insert({out.name(), o.name(), f.name(), partial.name(), lanes.name()});
 }
 
 // A feature map f(r, ...) as one kernel (gpu_step_kernel) and its norm `norm`, which every
@@ -435,7 +480,7 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   done.insert(c_rows.name());
   gpu_step_sum(s.cp.func(), k, done);
   gpu_step_sum(s.w.func(), k, done);
-  gpu_value_state(s.state_v_out, true, s.o, {s.o_sum}, false, k, done);
+  gpu_value_state_partials(s.state_v_out, true, s.o, s.o_sum, k, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"state_k_new", "state_v_new", "*_chunked", "*_clamped"}), k,
                          done);
 }
@@ -447,7 +492,7 @@ void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k) {
   gpu_step_kernel(s.writes.phi, k);
   done.insert(s.writes.phi.name());
   gpu_key_state(s.state_k_out, false, s.z, k, done);
-  gpu_value_state(s.state_v_out, false, s.o, {s.o_sum, s.zmax, s.den}, true, k, done);
+  gpu_value_state_whole(s.state_v_out, false, s.o, {s.o_sum, s.zmax, s.den}, k, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out},
                          with(kViews, {"state_k_new", "state_v_new", "*_clamped", "gamma_pow", "token_rotor", "anchor_rotor", "ez"}), k,
                          done);
