@@ -32,10 +32,7 @@ class BlaStepGenerator : public Generator<BlaStepGenerator> {
   void generate() {
     // Reads by channel or slot are clamped on CUDA: see ida_step.
     const bool cuda = get_target().has_feature(Target::CUDA);
-    auto clamped = [&](const Input<Buffer<float>> &b, std::vector<int> dims) {
-      if (!cuda) return Func(b);
-      return clamped_view(b, dims);
-    };
+    auto clamped = [&](const Input<Buffer<float>> &b, std::vector<int> dims) { return clamped_view(b, dims, cuda); };
     BlaStepInputs in{clamped(q, {0}), clamped(k, {0}), clamped(v, {0}), log_gamma, clamped(state_k, {0, 1}),
                      clamped(state_v, {0, 1}), phase, period, modes, slots, scale, q.dim(0).extent(), v.dim(0).extent()};
     stages = bla_step_algorithm(in);

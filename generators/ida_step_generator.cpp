@@ -39,10 +39,7 @@ class IdaStepGenerator : public Generator<IdaStepGenerator> {
     // read by channel or mode is read through clamps there (the values past the true sizes
     // reach no output).
     const bool cuda = get_target().has_feature(Target::CUDA);
-    auto clamped = [&](const Input<Buffer<float>> &b, std::vector<int> dims) {
-      if (!cuda) return Func(b);
-      return clamped_view(b, dims);
-    };
+    auto clamped = [&](const Input<Buffer<float>> &b, std::vector<int> dims) { return clamped_view(b, dims, cuda); };
     IdaStepInputs in{q, k, v, clamped(gk, {0}), clamped(bk, {0}), clamped(gv, {0}), clamped(bv, {0}), log_dt,
                      clamped(a_re_log, {0}), clamped(a_im, {0}), clamped(b_mode, {1}), c_mix,
                      clamped(state_k, {1, 2}), clamped(state_v, {1, 2}), eps, q.dim(0).extent(), v.dim(0).extent(),

@@ -14,13 +14,15 @@
 
 namespace fsattn {
 
-// b read with the indices of `dims` clamped to its bounds: "<name>_clamped". (Not
-// BoundaryConditions::repeat_edge, whose clamps are marked likely: Halide 14 then splits the
-// CUDA steps' fused loops at them, and the split loop of BLA's value state lost its body.)
+// b read with the indices of `dims` clamped to its bounds: "<name>_clamped"; b itself where
+// not `clamp`. (Not BoundaryConditions::repeat_edge, whose clamps are marked likely: Halide
+// 14 then splits the CUDA steps' fused loops at them, and the split loop of BLA's value
+// state lost its body.)
 Halide::Func clamped_view(const Halide::Func &b, const std::vector<Halide::Expr> &mins,
                           const std::vector<Halide::Expr> &extents, const std::vector<int> &dims);
 template <typename Buf>
-Halide::Func clamped_view(const Buf &b, const std::vector<int> &dims) {
+Halide::Func clamped_view(const Buf &b, const std::vector<int> &dims, bool clamp) {
+  if (!clamp) return Halide::Func(b);
   std::vector<Halide::Expr> mins, extents;
   for (int d = 0; d < b.dimensions(); ++d) {
     mins.push_back(b.dim(d).min());

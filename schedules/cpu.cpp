@@ -380,6 +380,20 @@ void schedule_ida_backward_cpu(IdaBackwardStages &s, const CpuKnobs &k) {
   for (Func out : {s.d_state_k_in, s.d_state_v_in}) out.compute_root().fuse(x.h, x.b, bh).parallel(bh);
 }
 
+namespace {
+
+// A step's output o(r, h, t, b), parallel over batch × head, and its sum over modes or slots
+// `sum`, for each head and sequence inside o's parallel loop (one loop over them, not two).
+void schedule_step_output_cpu(Func o, Func sum, const CpuKnobs &k) {
+  const Vars &x = vars();
+  Var bh("bh");
+  o.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  sum.compute_at(o, bh).vectorize(x.r, k.vector, kTail);
+  sum.update().vectorize(x.r, k.vector, kTail);
+}
+
+}  // namespace
+
 // Decoding steps: parallel over batch × head, vectorized over channels. A new state element
 // is computed, both parts of a complex one, before it is stored, so the update may be in place.
 void schedule_ida_step_cpu(IdaStepStages &s, const CpuKnobs &k) {
@@ -396,10 +410,7 @@ void schedule_ida_step_cpu(IdaStepStages &s, const CpuKnobs &k) {
     f->func().compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
     f->func().update().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
   }
-  // o_sum, for each head and sequence inside o's parallel loop (one loop over them, not two).
-  s.o.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
-  s.o_sum.compute_at(s.o, bh).vectorize(x.r, k.vector, kTail);
-  s.o_sum.update().vectorize(x.r, k.vector, kTail);
+  schedule_step_output_cpu(s.o, s.o_sum, k);
 }
 
 void schedule_bla_step_cpu(BlaStepStages &s, const CpuKnobs &k) {
@@ -418,10 +429,7 @@ void schedule_bla_step_cpu(BlaStepStages &s, const CpuKnobs &k) {
     f.compute_root().parallel(x.b);
     f.update().parallel(x.b);
   }
-  // o_sum, for each head and sequence inside o's parallel loop (one loop over them, not two).
-  s.o.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
-  s.o_sum.compute_at(s.o, bh).vectorize(x.r, k.vector, kTail);
-  s.o_sum.update().vectorize(x.r, k.vector, kTail);
+  schedule_step_output_cpu(s.o, s.o_sum, k);
 }
 
 void schedule_bla_interpolate_cpu(DirichletInterpolation &d, const CpuKnobs &k) {

@@ -48,6 +48,13 @@ Var gpu_stage(Stage s, const std::vector<Var> &pure, int threads, const std::str
   return thread;
 }
 
+// Blocks over 1 to 3 loops of s, innermost first (the grid dimensions x, y, z).
+void gpu_grid(Stage s, const std::vector<VarOrRVar> &blocks) {
+  if (blocks.size() == 1) s.gpu_blocks(blocks[0]);
+  if (blocks.size() == 2) s.gpu_blocks(blocks[0], blocks[1]);
+  if (blocks.size() == 3) s.gpu_blocks(blocks[0], blocks[1], blocks[2]);
+}
+
 // Whether f is a plain reduction: a pure initial value, then updates over all of f's pure
 // variables, each folding a reduction domain into the same element.
 bool is_reduction(const Func &f) {
@@ -103,9 +110,7 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
   order.push_back(yo);
   order.insert(order.end(), blocks.begin() + 1, blocks.end());
   stored.reorder(order).fuse(xo, yo, patch);
-  if (blocks.size() == 1) stored.gpu_blocks(blocks[0]);
-  if (blocks.size() == 2) stored.gpu_blocks(blocks[0], blocks[1]);
-  if (blocks.size() == 3) stored.gpu_blocks(blocks[0], blocks[1], blocks[2]);
+  gpu_grid(stored, blocks);
   stored.gpu_threads(tx, ty).unroll(rx).unroll(ry);
   // The tile is computed whole, also where the region a consumer needs is clipped (the last
   // chunk, a clamped index): registers need a constant size. Past the true sizes the stages
@@ -294,9 +299,7 @@ Var gpu_step_kernel(Func f, const CudaKnobs &k) {
   f.compute_root().split(a[0], vo, vi, std::min(64, k.threads), TailStrategy::GuardWithIf);
   order.insert(order.end(), blocks.begin(), blocks.end());
   f.reorder(order).gpu_threads(vi);
-  if (blocks.size() == 1) f.gpu_blocks(blocks[0]);
-  if (blocks.size() == 2) f.gpu_blocks(blocks[0], blocks[1]);
-  if (blocks.size() == 3) f.gpu_blocks(blocks[0], blocks[1], blocks[2]);
+  gpu_grid(f, blocks);
   return vi;
 }
 
@@ -462,6 +465,10 @@ void gpu_step_feature(Func f, Func norm, Func x, const CudaKnobs &k, std::set<st
   done.insert(staged.name());
 }
 
+// Pointwise views of the steps, formed where they are used: the new states, the inputs'
+// clamped views and the features' chunked inputs.
+const std::set<std::string> kStepViews = with(kViews, {"state_k_new", "state_v_new", "*_clamped", "*_chunked"});
+
 }  // namespace
 
 void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
@@ -481,8 +488,7 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   gpu_step_sum(s.cp.func(), k, done);
   gpu_step_sum(s.w.func(), k, done);
   gpu_value_state_partials(s.state_v_out, true, s.o, s.o_sum, k, done);
-  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"state_k_new", "state_v_new", "*_chunked", "*_clamped"}), k,
-                         done);
+  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, kStepViews, k, done);
 }
 
 void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k) {
@@ -494,8 +500,7 @@ void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k) {
   gpu_key_state(s.state_k_out, false, s.z, k, done);
   gpu_value_state_whole(s.state_v_out, false, s.o, {s.o_sum, s.zmax, s.den}, k, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out},
-                         with(kViews, {"state_k_new", "state_v_new", "*_clamped", "gamma_pow", "token_rotor", "anchor_rotor", "ez"}), k,
-                         done);
+                         with(kStepViews, {"gamma_pow", "token_rotor", "anchor_rotor", "ez"}), k, done);
 }
 
 void schedule_bla_interpolate_cuda(DirichletInterpolation &d, const CudaKnobs &k) {
