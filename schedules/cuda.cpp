@@ -28,11 +28,52 @@ std::vector<Var> pure_vars(const Func &f, int update) {
   return out;
 }
 
-// One definition of a Func as one kernel: every pure loop fused into one (innermost first,
-// so that consecutive threads write consecutive elements), `threads` per block; its
-// reduction loops, if any, run serially inside each thread.
+// A stage over a chunk's tokens (x, i, c, h, b) or over a call's tokens (x, h, t, b) as one
+// kernel without divisions: 32 threads along its first dimension and threads/32 along its
+// second, each thread looping over the rest of those two, the blocks over the others (the
+// tokens t in the grid's x, which holds 2^31 - 1 blocks; chunks, heads and batch elements
+// are refused past 65535). Its reduction loops, if any, run serially inside each thread.
+// (With every dimension fused into one thread index, recovering five coordinates took 8
+// divisions and 8 remainders by runtime extents per element: the chunked copy of q took
+// 0.36 ms, 5× its memory traffic, B=8 T=4096 H=16 D=64 on the H200; so tiled, 0.10 ms.) The
+// scans' state updates (x, y, h, b) keep one element per thread: each thread is a chain of
+// dependent steps over the chunks, and tiled so, with half the threads, IDA's took 0.47 ms
+// instead of 0.30. Sets `thread` to the thread loop along x; false for a stage of another
+// shape, which is left as it is.
+bool gpu_stage_tiled(Stage s, const std::vector<Var> &pure, int threads, const std::string &prefix, Var &thread) {
+  const Vars &v = vars();
+  auto shaped = [&](std::initializer_list<const Var *> names) {
+    if (pure.size() != names.size()) return false;
+    size_t j = 0;
+    for (const Var *n : names) {
+      if (n != nullptr && pure[j].name() != n->name()) return false;
+      ++j;
+    }
+    return true;
+  };
+  const bool chunk = shaped({nullptr, &v.i, &v.c, &v.h, &v.b}), tokens = shaped({nullptr, &v.h, &v.t, &v.b});
+  if (!chunk && !tokens) return false;
+  constexpr int TX = 32;
+  const int TY = std::max(1, threads / TX);
+  Var xo(prefix + "_xo"), xi(prefix + "_xi"), yo(prefix + "_yo"), yi(prefix + "_yi");
+  s.split(pure[0], xo, xi, TX, TailStrategy::GuardWithIf).split(pure[1], yo, yi, TY, TailStrategy::GuardWithIf);
+  if (chunk) {
+    s.reorder(xo, yo, xi, yi, v.c, v.h, v.b).gpu_threads(xi, yi).gpu_blocks(v.c, v.h, v.b);
+  } else {
+    s.reorder(xo, xi, yi, v.t, yo, v.b).gpu_threads(xi, yi).gpu_blocks(v.t, yo, v.b);
+  }
+  thread = xi;
+  return true;
+}
+
+// One definition of a Func as one kernel: gpu_stage_tiled where the stage has its shape,
+// else every pure loop fused into one (innermost first, so that consecutive threads write
+// consecutive elements), `threads` per block; its reduction loops, if any, run serially
+// inside each thread.
 // Returns the thread loop (undefined for a single-thread kernel).
 Var gpu_stage(Stage s, const std::vector<Var> &pure, int threads, const std::string &prefix) {
+  Var tiled;
+  if (gpu_stage_tiled(s, pure, threads, prefix, tiled)) return tiled;
   if (pure.empty()) {
     s.gpu_single_thread();
     return Var();
@@ -87,8 +128,17 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
   Func stored = f.in();
   const std::vector<Var> a = stored.args();
   const std::string p = f.name() + "_in";
-  const int R = std::max(1, k.tile), TX = 16, TY = std::max(1, k.threads / 16);
   const Var &x = a[0], &y = a[1];
+  // A token (or lag) dimension within a chunk has the chunk's extent: at chunk 32 and 4×4 tiles, 16
+  // threads along it would tile 64 tokens, half of them past the chunk (the intra-chunk
+  // products over (tau, i) took 0.69-0.82 ms each so, B=8 T=4096 H=16 on the H200).
+  const Vars &v = vars();
+  const int R = std::max(1, k.tile);
+  auto threads_along = [&](const Var &d, int most) {
+    const bool token = d.name() == v.i.name() || d.name() == v.tau.name() || d.name() == v.n.name();
+    return token ? std::max(1, std::min(most, (k.chunk + R - 1) / R)) : most;
+  };
+  const int TX = threads_along(x, x.name() == v.r.name() ? 16 : 8), TY = threads_along(y, std::max(1, k.threads / TX));
   Var xo(p + "_xo"), xi(p + "_xi"), yo(p + "_yo"), yi(p + "_yi"), tx(p + "_tx"), ty(p + "_ty"), rx(p + "_rx"),
       ry(p + "_ry"), patch(p + "_patch");
   stored.compute_root()
@@ -96,7 +146,6 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
       .split(y, yo, yi, TY * R, TailStrategy::GuardWithIf)
       .split(xi, tx, rx, R)
       .split(yi, ty, ry, R);
-  const Vars &v = vars();
   // Grid dimensions y and z: the first two of chunk, head, batch that f has.
   std::vector<VarOrRVar> serial, blocks{patch};
   for (size_t j = 2; j < a.size(); ++j) {
@@ -142,7 +191,69 @@ bool tiles_within_chunks(const Func &f) {
   return true;
 }
 
+// Threads along the rows of a chunk's per-token vectors: 32 along the vector, the rest of
+// the block along the tokens.
+constexpr int kRowThreads = 32;
+
+// `rows` (v, i, c, h, b), as `readers` read it, copied for one chunk into shared memory at
+// loop `at` of f's kernel (a block): read from global memory once and in order. Its rows are
+// padded to an odd length, so that threads each reading a row of their own (a token's sum)
+// meet different banks. Returns the copy.
+Func stage_chunk_rows(Func rows, const std::vector<Func> &readers, const Func &f, const Var &at, const CudaKnobs &k) {
+  const Vars &x = vars();
+  const int TI = std::max(1, k.threads / kRowThreads);
+  const std::string p = rows.name() + "_staged";
+  Func staged = rows.in(readers);
+  const Var v = staged.args()[0];
+  Var vo(p + "_vo"), vi(p + "_vi"), io(p + "_io"), ii(p + "_ii");
+  staged.compute_at(f, at)
+      .align_storage(v, 2 * kRowThreads + 1)
+      .split(v, vo, vi, kRowThreads, TailStrategy::GuardWithIf)
+      .split(x.i, io, ii, TI, TailStrategy::GuardWithIf)
+      .reorder(vo, io, vi, ii)
+      .gpu_threads(vi, ii);
+  return staged;
+}
+
+// Whether f is a sum per token (i, c, h, b) over a vector of it (a norm, a dot product).
+bool is_token_sum(const Func &f) {
+  const Vars &v = vars();
+  const std::vector<Var> a = f.args();
+  return is_reduction(f) && a.size() == 4 && a[0].same_as(v.i) && a[1].same_as(v.c) && a[2].same_as(v.h) &&
+         a[3].same_as(v.b);
+}
+
+// A sum per token as one kernel: a block per chunk, head and batch element, one thread per
+// token summing in a register, over copies in shared memory (stage_chunk_rows) of the
+// per-token vectors (v, i, c, h, b) that it reads. (As tiles, one thread per token reading
+// its vectors from global memory, each warp read 32 rows 256 bytes apart: IDA's backward
+// dot products took 1.5 ms each, B=8 T=4096 H=16 D=64 on the H200.)
+void gpu_token_sum(Func f, const CudaKnobs &k) {
+  const Vars &x = vars();
+  Func host = f.in();
+  const std::string p = f.name() + "_sum";
+  Var io(p + "_io"), ii(p + "_ii");
+  host.compute_root()
+      .split(x.i, io, ii, kRowThreads, TailStrategy::GuardWithIf)
+      .reorder(io, ii, x.c, x.h, x.b)
+      .gpu_threads(ii)
+      .gpu_blocks(x.c, x.h, x.b);
+  f.compute_at(host, io).store_in(MemoryType::Register);
+  for (const Var &a : f.args()) f.bound_extent(a, 1);
+  for (const auto &[name, fn] : Internal::find_direct_calls(f.function())) {
+    Func g(fn);
+    const std::vector<Var> a = g.args();
+    if (name != f.name() && a.size() == 5 && a[1].same_as(x.i) && a[2].same_as(x.c)) {
+      stage_chunk_rows(g, {f}, host, x.c, k);
+    }
+  }
+}
+
 void gpu_root(Func f, const CudaKnobs &k, bool is_output) {
+  if (!is_output && is_token_sum(f)) {
+    gpu_token_sum(f, k);
+    return;
+  }
   if (!is_output && is_reduction(f) && tiles_within_chunks(f)) {
     gpu_tiled_reduction(f, k);
     return;
@@ -226,13 +337,52 @@ void schedule_backward_cuda(std::vector<Func> outputs, const std::vector<Func> &
   schedule_pipeline_cuda(outputs, kViews, k);
 }
 
+// A per-token vector f(v, i, c, h, b) (a feature map, the softmax's weights) with its sums
+// over v per token, `sums` (i, c, h, b: norms, the softmax's maximum and denominator), as one
+// kernel: a block per chunk, head and batch element, which first copies `rows` (what the
+// sums and f read, by `readers`) for its chunk into shared memory (stage_chunk_rows), then
+// forms the sums, one thread per token, and f, 32 threads along v. (As kernels of their own,
+// one thread per token, the sums read their rows 256 bytes apart in each warp: BLA's softmax
+// maximum took 1.79 ms and IDA's norms 1.05 ms each, B=8 T=4096 H=16 D=S=64 on the H200.)
+// The sums are computed inside f's kernel, so only f may read them (the backward passes,
+// whose gradients read the norms too, take gpu_token_sum).
+void gpu_chunk_rows(Func f, const std::vector<Func> &sums, Func rows, const std::vector<Func> &readers,
+                    const CudaKnobs &k, std::set<std::string> &done) {
+  const Vars &x = vars();
+  const int TI = std::max(1, k.threads / kRowThreads);
+  const std::string p = f.name() + "_rows";
+  const Var v = f.args()[0];
+  Var vo(p + "_vo"), vi(p + "_vi"), io(p + "_io"), ii(p + "_ii"), so(p + "_so"), si(p + "_si");
+  f.compute_root()
+      .split(v, vo, vi, kRowThreads, TailStrategy::GuardWithIf)
+      .split(x.i, io, ii, TI, TailStrategy::GuardWithIf)
+      .reorder(vo, io, vi, ii, x.c, x.h, x.b)
+      .gpu_threads(vi, ii)
+      .gpu_blocks(x.c, x.h, x.b);
+  done.insert(stage_chunk_rows(rows, readers, f, x.c, k).name());
+  for (Func s : sums) {
+    s.compute_at(f, x.c);
+    for (int u = -1; u < s.num_update_definitions(); ++u) {
+      Stage st = u < 0 ? Stage(s) : s.update(u);
+      st.split(x.i, so, si, kRowThreads, TailStrategy::GuardWithIf).gpu_threads(si);
+    }
+    done.insert(s.name());
+  }
+  done.insert(f.name());
+}
+
 }  // namespace
 
 void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
-  // The feature maps fq, kt, vt are stored already: the chunked inputs are read once each.
-  // The value read's sum of its two parts is formed where the output is written (stored, it
-  // was a 0.37 ms kernel of its own, H200, B=8 T=4096 H=16).
-  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"*_chunked", "o_out"}), k);
+  // The feature maps fq, kt, vt are stored, each with its norm (gpu_chunk_rows): the chunked
+  // inputs are read once each. The value read's sum of its two parts is formed where the
+  // output is written (stored, it was a 0.37 ms kernel of its own, H200, B=8 T=4096 H=16).
+  std::set<std::string> done;
+  IdaFeatures &f = s.feat;
+  gpu_chunk_rows(f.fq, {f.q_ssq}, f.q_act, {f.q_ssq, f.fq}, k, done);
+  gpu_chunk_rows(f.kt, {f.k_ssq}, f.k_act, {f.k_ssq, f.kt}, k, done);
+  gpu_chunk_rows(f.vt, {f.v_msq}, f.v, {f.v_msq, f.vt}, k, done);
+  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"*_chunked", "o_out"}), k, done);
 }
 
 void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &sums, const CudaKnobs &k) {
@@ -241,8 +391,12 @@ void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &s
 
 void schedule_bla_forward_cuda(BlaForwardStages &s, const CudaKnobs &k) {
   // The two reads' sums of their parts (z and o) are formed where they are used: stored,
-  // each was a 0.4 ms kernel of its own (H200, B=8 T=4096 H=16).
-  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"o_out", "z_out"}), k);
+  // each was a 0.4 ms kernel of its own (H200, B=8 T=4096 H=16). The softmax is one kernel
+  // (gpu_chunk_rows), its exponentials formed where they are used.
+  std::set<std::string> done;
+  BlaSoftmax &sm = s.softmax;
+  gpu_chunk_rows(sm.pi.func(), {sm.zmax, sm.den}, s.z.out.func(), {sm.zmax, sm.ez}, k, done);
+  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"o_out", "z_out", "ez"}), k, done);
 }
 
 void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &sums, const CudaKnobs &k) {
