@@ -107,7 +107,8 @@ bool is_reduction(const Func &f) {
 }
 
 // A plain reduction f(x, y, ...) (not an output) as register tiles: a block of threads
-// covers a (16 tile) × (threads/16 tile) patch of (x, y), each thread a tile × tile piece of
+// covers a (TX tile) × (threads/TX tile) patch of (x, y) (TX: 16 along channels, 8 along
+// modes, slots or tokens; see below), each thread a tile × tile piece of
 // it, accumulated in registers over the whole reduction (each step loads tile values of each
 // operand for tile² multiply-adds), then stored once to a wrapper of f that every consumer
 // reads. (Accumulating in f's own buffer, each step would load and store it in global
@@ -129,9 +130,13 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
   const std::vector<Var> a = stored.args();
   const std::string p = f.name() + "_in";
   const Var &x = a[0], &y = a[1];
-  // A token (or lag) dimension within a chunk has the chunk's extent: at chunk 32 and 4×4 tiles, 16
-  // threads along it would tile 64 tokens, half of them past the chunk (the intra-chunk
-  // products over (tau, i) took 0.69-0.82 ms each so, B=8 T=4096 H=16 on the H200).
+  // A token (or lag) dimension within a chunk has the chunk's extent: at chunk 32 and 4×4
+  // tiles, 16 threads along it would tile 64 tokens, half of them past the chunk (the
+  // intra-chunk products over (tau, i) took 0.69-0.83 ms each so, 0.42-0.51 ms with 8; B=8
+  // T=4096 H=16 on the H200). Along x, 8 threads unless x is a channel: the operands of these
+  // reductions are mostly stored with the summed dimension contiguous, so each thread along x
+  // reads rows of its own, and a warp of 16 × 2 threads read 16 rows of a state per step (the
+  // L1 pipe at 98%: IDA's p_inter took 2.48 ms, 1.55 ms with a warp of 8 × 4).
   const Vars &v = vars();
   const int R = std::max(1, k.tile);
   auto threads_along = [&](const Var &d, int most) {
