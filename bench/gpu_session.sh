@@ -7,7 +7,7 @@
 # (default: tests sanitize bench peers; huge: the >2^31-element CPU test, which needs
 # ~31 GB of memory; bench times what BENCH_FILTER matches, by default 'cuda|step'; tune:
 # fsattn-tune over every variant at its default shapes, CPU and GPU, writing tuning.json;
-# profile: per-kernel times of one call of each forward at the benchmark shape, from Nsight
+# profile: per-kernel times of one call of each default forward at the benchmark shape, from Nsight
 # Compute; peers also times SDPA flash attention against sequence length for bench/plot.py).
 # Logs and results go to $OUT (or ./gpu-results).
 set -uo pipefail
@@ -44,7 +44,7 @@ for step in "${steps[@]}"; do
     profile)
       for op in ida_forward bla_forward; do
         timeout 240 ncu --clock-control none --launch-skip 150 --launch-count 60 --print-summary per-kernel \
-          .device/fsattn-bench --benchmark_filter="^$op/cuda/cuda_c64_r4/iter" > "$OUT/ncu-$op.txt" 2>&1
+          .device/fsattn-bench --benchmark_filter="^$op/cuda/cuda_c32_r4/iter" > "$OUT/ncu-$op.txt" 2>&1
         echo "ncu $op: exit $?" | tee -a "$log"
       done ;;
     peers)
