@@ -40,6 +40,26 @@ std::vector<Var> pure_vars(const Func &f, int update) {
 // dependent steps over the chunks, and tiled so, with half the threads, IDA's took 0.47 ms
 // instead of 0.30. Sets `thread` to the thread loop along x; false for a stage of another
 // shape, which is left as it is.
+// Threads along the rows of per-token vectors: 32 along the vector, the rest of the block
+// along the second dimension.
+constexpr int kRowThreads = 32;
+
+// The loops of a stage tiled by row_threads: the thread loops xi, yi and, around them inside
+// each thread, the rest of the two dimensions xo, yo.
+struct RowLoops {
+  Var xo, xi, yo, yi;
+};
+
+// Splits x into kRowThreads threads and y into the rest of `threads`, the threads marked,
+// the tails guarded; the caller orders the loops.
+RowLoops row_threads(Stage s, const Var &x, const Var &y, int threads, const std::string &prefix) {
+  RowLoops l{Var(prefix + "_xo"), Var(prefix + "_xi"), Var(prefix + "_yo"), Var(prefix + "_yi")};
+  s.split(x, l.xo, l.xi, kRowThreads, TailStrategy::GuardWithIf)
+      .split(y, l.yo, l.yi, std::max(1, threads / kRowThreads), TailStrategy::GuardWithIf)
+      .gpu_threads(l.xi, l.yi);
+  return l;
+}
+
 bool gpu_stage_tiled(Stage s, const std::vector<Var> &pure, int threads, const std::string &prefix, Var &thread) {
   const Vars &v = vars();
   auto shaped = [&](std::initializer_list<const Var *> names) {
@@ -53,16 +73,13 @@ bool gpu_stage_tiled(Stage s, const std::vector<Var> &pure, int threads, const s
   };
   const bool chunk = shaped({nullptr, &v.i, &v.c, &v.h, &v.b}), tokens = shaped({nullptr, &v.h, &v.t, &v.b});
   if (!chunk && !tokens) return false;
-  constexpr int TX = 32;
-  const int TY = std::max(1, threads / TX);
-  Var xo(prefix + "_xo"), xi(prefix + "_xi"), yo(prefix + "_yo"), yi(prefix + "_yi");
-  s.split(pure[0], xo, xi, TX, TailStrategy::GuardWithIf).split(pure[1], yo, yi, TY, TailStrategy::GuardWithIf);
+  const RowLoops l = row_threads(s, pure[0], pure[1], threads, prefix);
   if (chunk) {
-    s.reorder(xo, yo, xi, yi, v.c, v.h, v.b).gpu_threads(xi, yi).gpu_blocks(v.c, v.h, v.b);
+    s.reorder(l.xo, l.yo, l.xi, l.yi, v.c, v.h, v.b).gpu_blocks(v.c, v.h, v.b);
   } else {
-    s.reorder(xo, xi, yi, v.t, yo, v.b).gpu_threads(xi, yi).gpu_blocks(v.t, yo, v.b);
+    s.reorder(l.xo, l.xi, l.yi, v.t, l.yo, v.b).gpu_blocks(v.t, l.yo, v.b);
   }
-  thread = xi;
+  thread = l.xi;
   return true;
 }
 
@@ -196,27 +213,44 @@ bool tiles_within_chunks(const Func &f) {
   return true;
 }
 
-// Threads along the rows of a chunk's per-token vectors: 32 along the vector, the rest of
-// the block along the tokens.
-constexpr int kRowThreads = 32;
+// A serial loop inside a thread, kStepUnroll iterations a step, so that their loads are in
+// flight together. (It costs registers: unrolled, IDA's key kernel took 52 µs instead of 48,
+// at 64 registers a thread, and its value kernel, before it had partial sums, 65 instead of
+// 62; BLA's value kernel, over real values, 36 µs instead of 41. B=64, H200.)
+constexpr int kStepUnroll = 8;
+void unroll_serial(Stage s, const VarOrRVar &v) {
+  // A loop made by a split is named "<old>.<new>": it is found by its last part.
+  const std::string n = v.name().substr(v.name().rfind('.') + 1);
+  std::string fresh = n;
+  std::replace(fresh.begin(), fresh.end(), '$', '_');
+  if (v.is_rvar) {
+    s.split(RVar(n), RVar(fresh + "_uo"), RVar(fresh + "_ui"), kStepUnroll, TailStrategy::GuardWithIf)
+        .unroll(RVar(fresh + "_ui"));
+  } else {
+    s.split(Var(n), Var(fresh + "_uo"), Var(fresh + "_ui"), kStepUnroll, TailStrategy::GuardWithIf)
+        .unroll(Var(fresh + "_ui"));
+  }
+}
+
+// g (a reduction) computed inside a thread of f's kernel, one value, in registers; its
+// reduction loop unrolled, where `unroll`.
+Func in_registers(Func g, const Func &f, const Var &thread, bool unroll = true) {
+  g.compute_at(f, thread).store_in(MemoryType::Register);
+  for (const Var &a : g.args()) g.bound_extent(a, 1);
+  for (int u = 0; u < g.num_update_definitions() && unroll; ++u) unroll_serial(g.update(u), g.rvars(u)[0]);
+  return g;
+}
 
 // `rows` (v, i, c, h, b), as `readers` read it, copied for one chunk into shared memory at
 // loop `at` of f's kernel (a block): read from global memory once and in order. Its rows are
 // padded to an odd length, so that threads each reading a row of their own (a token's sum)
 // meet different banks. Returns the copy.
 Func stage_chunk_rows(Func rows, const std::vector<Func> &readers, const Func &f, const Var &at, const CudaKnobs &k) {
-  const Vars &x = vars();
-  const int TI = std::max(1, k.threads / kRowThreads);
-  const std::string p = rows.name() + "_staged";
   Func staged = rows.in(readers);
   const Var v = staged.args()[0];
-  Var vo(p + "_vo"), vi(p + "_vi"), io(p + "_io"), ii(p + "_ii");
-  staged.compute_at(f, at)
-      .align_storage(v, 2 * kRowThreads + 1)
-      .split(v, vo, vi, kRowThreads, TailStrategy::GuardWithIf)
-      .split(x.i, io, ii, TI, TailStrategy::GuardWithIf)
-      .reorder(vo, io, vi, ii)
-      .gpu_threads(vi, ii);
+  staged.compute_at(f, at).align_storage(v, 2 * kRowThreads + 1);
+  const RowLoops l = row_threads(staged, v, vars().i, k.threads, rows.name() + "_staged");
+  staged.reorder(l.xo, l.yo, l.xi, l.yi);
   return staged;
 }
 
@@ -243,8 +277,7 @@ void gpu_token_sum(Func f, const CudaKnobs &k) {
       .reorder(io, ii, x.c, x.h, x.b)
       .gpu_threads(ii)
       .gpu_blocks(x.c, x.h, x.b);
-  f.compute_at(host, io).store_in(MemoryType::Register);
-  for (const Var &a : f.args()) f.bound_extent(a, 1);
+  in_registers(f, host, io, false);
   for (const auto &[name, fn] : Internal::find_direct_calls(f.function())) {
     Func g(fn);
     const std::vector<Var> a = g.args();
@@ -354,16 +387,10 @@ void schedule_backward_cuda(std::vector<Func> outputs, const std::vector<Func> &
 void gpu_chunk_rows(Func f, const std::vector<Func> &sums, Func rows, const std::vector<Func> &readers,
                     const CudaKnobs &k, std::set<std::string> &done) {
   const Vars &x = vars();
-  const int TI = std::max(1, k.threads / kRowThreads);
   const std::string p = f.name() + "_rows";
-  const Var v = f.args()[0];
-  Var vo(p + "_vo"), vi(p + "_vi"), io(p + "_io"), ii(p + "_ii"), so(p + "_so"), si(p + "_si");
-  f.compute_root()
-      .split(v, vo, vi, kRowThreads, TailStrategy::GuardWithIf)
-      .split(x.i, io, ii, TI, TailStrategy::GuardWithIf)
-      .reorder(vo, io, vi, ii, x.c, x.h, x.b)
-      .gpu_threads(vi, ii)
-      .gpu_blocks(x.c, x.h, x.b);
+  Var so(p + "_so"), si(p + "_si");
+  f.compute_root();
+  gpu_stage(f, f.args(), k.threads, p);  // (v, i, c, h, b): gpu_stage_tiled
   done.insert(stage_chunk_rows(rows, readers, f, x.c, k).name());
   for (Func s : sums) {
     s.compute_at(f, x.c);
@@ -443,10 +470,11 @@ constexpr int kStepLanes = 8;
 // the dimensions by their whole ranges, and a value computed inside the thread (a norm) was
 // then given a buffer in global memory sized by a host loop over every thread. Returns the
 // thread loop.
+Var step_block(const Func &f) { return Var(f.args()[0].name() + "_o"); }  // f's blocks along v
 Var gpu_step_kernel(Func f, const CudaKnobs &k) {
   const Vars &x = vars();
   const std::vector<Var> a = f.args();
-  Var vo(a[0].name() + "_o"), vi(a[0].name() + "_i");
+  Var vo = step_block(f), vi(a[0].name() + "_i");
   std::vector<VarOrRVar> order{vi}, blocks{vo};
   for (size_t j = 1; j < a.size(); ++j) {
     if (a[j].same_as(x.h) || a[j].same_as(x.b)) {
@@ -461,34 +489,6 @@ Var gpu_step_kernel(Func f, const CudaKnobs &k) {
   f.reorder(order).gpu_threads(vi);
   gpu_grid(f, blocks);
   return vi;
-}
-
-// A serial loop inside a thread, kStepUnroll iterations a step, so that their loads are in
-// flight together. (It costs registers: unrolled, IDA's key kernel took 52 µs instead of 48,
-// at 64 registers a thread, and its value kernel, before it had partial sums, 65 instead of
-// 62; BLA's value kernel, over real values, 36 µs instead of 41. B=64, H200.)
-constexpr int kStepUnroll = 8;
-void unroll_serial(Stage s, const VarOrRVar &v) {
-  // A loop made by a split is named "<old>.<new>": it is found by its last part.
-  const std::string n = v.name().substr(v.name().rfind('.') + 1);
-  std::string fresh = n;
-  std::replace(fresh.begin(), fresh.end(), '$', '_');
-  if (v.is_rvar) {
-    s.split(RVar(n), RVar(fresh + "_uo"), RVar(fresh + "_ui"), kStepUnroll, TailStrategy::GuardWithIf)
-        .unroll(RVar(fresh + "_ui"));
-  } else {
-    s.split(Var(n), Var(fresh + "_uo"), Var(fresh + "_ui"), kStepUnroll, TailStrategy::GuardWithIf)
-        .unroll(Var(fresh + "_ui"));
-  }
-}
-
-// g (a reduction) computed inside a thread of f's kernel, one value, in registers; its
-// reduction loop unrolled, where `unroll`.
-Func in_registers(Func g, const Func &f, const Var &thread, bool unroll = true) {
-  g.compute_at(f, thread).store_in(MemoryType::Register);
-  for (const Var &a : g.args()) g.bound_extent(a, 1);
-  for (int u = 0; u < g.num_update_definitions() && unroll; ++u) unroll_serial(g.update(u), g.rvars(u)[0]);
-  return g;
 }
 
 // A reduction f(v, h, b) stored by a wrapper, one kernel: each thread one element, summed in
@@ -619,7 +619,7 @@ void gpu_step_feature(Func f, Func norm, Func x, const CudaKnobs &k, std::set<st
   done.insert(in_registers(norm, f, thread).name());
   Func staged = x.in(norm);
   Var so("so"), si("si");
-  staged.compute_at(f, Var(v.r.name() + "_o"))
+  staged.compute_at(f, step_block(f))
       .split(v.r, so, si, std::min(64, k.threads), TailStrategy::GuardWithIf)
       .gpu_threads(si);
   done.insert(staged.name());
@@ -637,9 +637,8 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   gpu_step_feature(s.feat.kt, s.feat.k_ssq, s.feat.k_act, k, done);
   gpu_step_feature(s.feat.vt, s.feat.v_msq, s.feat.v, k, done);
   // The three features as one kernel: their blocks' loops fused, so two launches fewer.
-  const Var block(s.feat.fq.args()[0].name() + "_o");
-  s.feat.kt.compute_with(s.feat.fq, block);
-  s.feat.vt.compute_with(s.feat.fq, block);
+  s.feat.kt.compute_with(s.feat.fq, step_block(s.feat.fq));
+  s.feat.vt.compute_with(s.feat.fq, step_block(s.feat.fq));
   gpu_key_state(s.state_k_out, true, s.p.func(), k, done);
   // cp = C p reads C along its rows, which consecutive threads (modes) would read 2M floats
   // apart: a copy of each head's C stored transposed makes their reads consecutive (cp: 73 ->
