@@ -34,15 +34,15 @@ class IdaStepGenerator : public Generator<IdaStepGenerator> {
   Output<Buffer<float>> state_v_out{"state_v_out", 5};  // may be the memory of state_v
 
   void generate() {
-    // On CUDA the fused kernels' loops over channels and modes run in whole tiles, guarded,
-    // and Halide 14 bounds their reads by the whole tiles (schedules/cuda.cpp): what they
-    // read by channel or mode is read through clamps there (the values past the true sizes
-    // reach no output).
+    // On CUDA the value state's kernel runs over channels in whole tiles, guarded, and
+    // Halide 14 bounds its reads of the old state by the whole tiles (schedules/cuda.cpp):
+    // it reads the state through a clamp on the channel (each thread's own, so the clamp is
+    // formed once per thread; the values past Dv reach no output). Every other read is
+    // bounded by the true sizes, and is not clamped: a clamp in a loop costs a min, a max and
+    // a 64-bit index per load (see bla_step).
     const bool cuda = get_target().has_feature(Target::CUDA);
-    auto clamped = [&](const Input<Buffer<float>> &b, std::vector<int> dims) { return clamped_view(b, dims, cuda); };
-    IdaStepInputs in{q, k, v, clamped(gk, {0}), clamped(bk, {0}), clamped(gv, {0}), clamped(bv, {0}), log_dt,
-                     clamped(a_re_log, {0}), clamped(a_im, {0}), clamped(b_mode, {1}), c_mix,
-                     clamped(state_k, {1, 2}), clamped(state_v, {1, 2}), eps, q.dim(0).extent(), v.dim(0).extent(),
+    IdaStepInputs in{q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k,
+                     clamped_view(state_v, {1}, cuda), eps, q.dim(0).extent(), v.dim(0).extent(),
                      a_im.dim(0).extent()};
     stages = ida_step_algorithm(in);
     o = stages.o;

@@ -216,7 +216,9 @@ bool tiles_within_chunks(const Func &f) {
 // A serial loop inside a thread, kStepUnroll iterations a step, so that their loads are in
 // flight together. (It costs registers: unrolled, IDA's key kernel took 52 µs instead of 48,
 // at 64 registers a thread, and its value kernel, before it had partial sums, 65 instead of
-// 62; BLA's value kernel, over real values, 36 µs instead of 41. B=64, H200.)
+// 62; BLA's value kernel, over real values, 36 µs instead of 41, and its key kernel 25 µs
+// instead of 31 once its reads were no longer clamped. B=64, H200. Unrolled 4-wide, IDA's key
+// kernel took as long, and the IDA step longer end to end.)
 constexpr int kStepUnroll = 8;
 void unroll_serial(Stage s, const VarOrRVar &v) {
   // A loop made by a split is named "<old>.<new>": it is found by its last part.
@@ -444,16 +446,18 @@ void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &s
 //   - the key state (IDA's p = Xk fq, BLA's z = Ks q, sums over the contiguous channels): each
 //     thread kStepLanes channels apart along one mode's row, keeping its partial sum of the
 //     row (the reads of consecutive threads are consecutive), then writing the new elements
-//     it has just read. 48 µs for IDA's key state, 32 µs for BLA's, at B=64 (H200);
+//     it has just read. 47 µs for IDA's key state, 25 µs for BLA's (whose loops are
+//     unrolled: 31 µs rolled), at B=64 (H200);
 //   - the value state (the output, a sum over modes or slots): each thread one channel,
 //     summing in a register, then writing that channel's new elements. IDA's threads each
 //     take every fourth mode and keep a partial sum, which a small kernel adds (42 µs for
-//     the value state); BLA's take every slot, with the softmax's maximum and denominator
-//     (36 µs). Why each: gpu_value_state_partials.
+//     the value state); BLA's take every slot, reading the softmax's exponentials from a
+//     small kernel and summing their denominator (23 µs; 34 µs when each thread formed the
+//     maximum and the exponentials itself, twice per slot). Why each: gpu_value_state_partials.
 // The new state (Λ X + B x, γ X + φ x) is formed where it is used, from the old state; each
 // thread reads the elements it writes before it writes them, so the update may be in place.
 // The features (IDA's three as one kernel), the norms and the mixing are small kernels, their
-// sums in registers. IDA is 9 kernels, BLA 4 (IDA's three features fused: B=1 63.9 -> 48.4 µs,
+// sums in registers. IDA is 9 kernels, BLA 5 (IDA's three features fused: B=1 63.9 -> 48.4 µs,
 // B=64 162 -> 157 µs, H200). (IDA's p, cp = C p and w = C^T cp in one kernel per head and sequence,
 // p and cp in shared memory, took 29 µs instead of 27 as three.)
 
@@ -517,7 +521,7 @@ void gpu_key_state(Func out, bool complex, Func f, const CudaKnobs &k, std::set<
       .reorder(u, mi, mo, x.h, x.b)
       .gpu_blocks(mo, x.h, x.b)
       .gpu_threads(u, mi);
-  in_registers(partial, lanes, u, false);
+  in_registers(partial, lanes, u, !complex);
   // (compute_with needs the fused loops to have the same names in both.)
   Var rs("rs");
   out.compute_root();
@@ -527,6 +531,7 @@ void gpu_key_state(Func out, bool complex, Func f, const CudaKnobs &k, std::set<
     out.reorder(x.ri, rs, u, mi, mo, x.h, x.b).unroll(x.ri);
   } else {
     out.reorder(rs, u, mi, mo, x.h, x.b);
+    unroll_serial(out, rs);
   }
   out.gpu_blocks(mo, x.h, x.b).gpu_threads(u, mi).compute_with(lanes, u);
   done.insert({out.name(), partial.name(), lanes.name()});
@@ -571,7 +576,7 @@ void gpu_value_state_whole(Func out, bool complex, Func o, const std::vector<Fun
 // H=32. (IDA's value kernel: 42 µs, instead of 62 with one thread per channel. BLA's took 35
 // µs instead of 36, but its threads each summed the softmax's maximum over every slot first,
 // and the output's kernel, summing the maximum and the denominator again, 12 µs: BLA keeps
-// gpu_value_state_whole. B=64, H200.)
+// gpu_value_state_whole, with the exponentials formed by a kernel of their own. B=64, H200.)
 constexpr int kValueGroups = 4;
 constexpr int kValueChannels = 32;
 
@@ -661,9 +666,11 @@ void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k) {
   gpu_step_kernel(s.writes.phi, k);
   done.insert(s.writes.phi.name());
   gpu_key_state(s.state_k_out, false, s.z, k, done);
-  gpu_value_state_whole(s.state_v_out, false, s.o, {s.o_sum, s.zmax, s.den}, k, done);
+  done.insert(in_registers(s.zmax, s.ez, gpu_step_kernel(s.ez, k)).name());
+  done.insert(s.ez.name());
+  gpu_value_state_whole(s.state_v_out, false, s.o, {s.o_sum, s.den}, k, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out},
-                         with(kStepViews, {"gamma_pow", "token_rotor", "anchor_rotor", "ez"}), k, done);
+                         with(kStepViews, {"gamma_pow", "token_rotor", "anchor_rotor"}), k, done);
 }
 
 void schedule_bla_interpolate_cuda(DirichletInterpolation &d, const CudaKnobs &k) {
