@@ -451,13 +451,13 @@ void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &s
 //   - the value state (the output, a sum over modes or slots): each thread one channel,
 //     summing in a register, then writing that channel's new elements. IDA's threads each
 //     take every fourth mode and keep a partial sum, which a small kernel adds (42 µs for
-//     the value state); BLA's take every slot, reading the softmax's exponentials from a
-//     small kernel and summing their denominator (23 µs; 34 µs when each thread formed the
+//     the value state); BLA's take every slot, reading the softmax's exponentials from the
+//     kernel that also adds z's partial sums, and summing their denominator (23 µs; 34 µs when each thread formed the
 //     maximum and the exponentials itself, twice per slot). Why each: gpu_value_state_partials.
 // The new state (Λ X + B x, γ X + φ x) is formed where it is used, from the old state; each
 // thread reads the elements it writes before it writes them, so the update may be in place.
 // The features (IDA's three as one kernel), the norms and the mixing are small kernels, their
-// sums in registers. IDA is 9 kernels, BLA 5 (IDA's three features fused: B=1 63.9 -> 48.4 µs,
+// sums in registers. IDA is 9 kernels, BLA 4 (IDA's three features fused: B=1 63.9 -> 48.4 µs,
 // B=64 162 -> 157 µs, H200). (IDA's p, cp = C p and w = C^T cp in one kernel per head and sequence,
 // p and cp in shared memory, took 29 µs instead of 27 as three.)
 
@@ -506,8 +506,8 @@ void gpu_step_sum(Func f, const CudaKnobs &k, std::set<std::string> &done) {
 
 // The key state's kernel: `out` (ri, r, m, h, b) or (r, m, h, b), and the read f(m, h, b)
 // summing over channels r, split into kStepLanes partial sums (channels kStepLanes apart)
-// by rfactor. Blocks of 16 modes of one head and sequence; the partial sums are added by a
-// small kernel of their own.
+// by rfactor. Blocks of 16 modes of one head and sequence; f, which adds the partial sums,
+// is the caller's to schedule.
 void gpu_key_state(Func out, bool complex, Func f, const CudaKnobs &k, std::set<std::string> &done) {
   const Vars &x = vars();
   const int nm = std::max(1, k.threads / kStepLanes);
@@ -535,7 +535,6 @@ void gpu_key_state(Func out, bool complex, Func f, const CudaKnobs &k, std::set<
   }
   out.gpu_blocks(mo, x.h, x.b).gpu_threads(u, mi).compute_with(lanes, u);
   done.insert({out.name(), partial.name(), lanes.name()});
-  gpu_step_sum(f, k, done);
 }
 
 // The value state's kernel with the output: `out` (ri, r, m, h, b) or (r, m, h, b), and the
@@ -645,6 +644,7 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   s.feat.kt.compute_with(s.feat.fq, step_block(s.feat.fq));
   s.feat.vt.compute_with(s.feat.fq, step_block(s.feat.fq));
   gpu_key_state(s.state_k_out, true, s.p.func(), k, done);
+  gpu_step_sum(s.p.func(), k, done);
   // cp = C p reads C along its rows, which consecutive threads (modes) would read 2M floats
   // apart: a copy of each head's C stored transposed makes their reads consecutive (cp: 73 ->
   // 15 µs, the copy 4 µs, at B=64 on the H200).
@@ -666,8 +666,20 @@ void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k) {
   gpu_step_kernel(s.writes.phi, k);
   done.insert(s.writes.phi.name());
   gpu_key_state(s.state_k_out, false, s.z, k, done);
-  done.insert(in_registers(s.zmax, s.ez, gpu_step_kernel(s.ez, k)).name());
-  done.insert(s.ez.name());
+  // The softmax's exponentials, one kernel: each block first adds the key kernel's partial
+  // sums into z for every slot of its head and sequence, in shared memory, then each thread
+  // takes the maximum over them and forms its slot's exponential. (z as a kernel of its own
+  // took 4.0 µs and the exponentials 4.8; together 4.6 µs, B=64 H=32 S=64, H200.)
+  const Var ez_thread = gpu_step_kernel(s.ez, k);
+  Func z_rows = s.z.in();
+  Var zo("zo"), zi("zi");
+  z_rows.compute_at(s.ez, step_block(s.ez))
+      .store_in(MemoryType::GPUShared)
+      .split(vars().m, zo, zi, std::min(64, k.threads), TailStrategy::GuardWithIf)
+      .gpu_threads(zi);
+  in_registers(s.z, z_rows, zi);
+  in_registers(s.zmax, s.ez, ez_thread);
+  done.insert({s.ez.name(), z_rows.name(), s.z.name(), s.zmax.name()});
   gpu_value_state_whole(s.state_v_out, false, s.o, {s.o_sum, s.den}, k, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out},
                          with(kStepViews, {"gamma_pow", "token_rotor", "anchor_rotor"}), k, done);
