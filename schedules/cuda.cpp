@@ -28,18 +28,6 @@ std::vector<Var> pure_vars(const Func &f, int update) {
   return out;
 }
 
-// A stage over a chunk's tokens (x, i, c, h, b) or over a call's tokens (x, h, t, b) as one
-// kernel without divisions: 32 threads along its first dimension and threads/32 along its
-// second, each thread looping over the rest of those two, the blocks over the others (the
-// tokens t in the grid's x, which holds 2^31 - 1 blocks; chunks, heads and batch elements
-// are refused past 65535). Its reduction loops, if any, run serially inside each thread.
-// (With every dimension fused into one thread index, recovering five coordinates took 8
-// divisions and 8 remainders by runtime extents per element: the chunked copy of q took
-// 0.36 ms, 5× its memory traffic, B=8 T=4096 H=16 D=64 on the H200; so tiled, 0.10 ms.) The
-// scans' state updates (x, y, h, b) keep one element per thread: each thread is a chain of
-// dependent steps over the chunks, and tiled so, with half the threads, IDA's took 0.47 ms
-// instead of 0.30. Sets `thread` to the thread loop along x; false for a stage of another
-// shape, which is left as it is.
 // Threads along the rows of per-token vectors: 32 along the vector, the rest of the block
 // along the second dimension.
 constexpr int kRowThreads = 32;
@@ -60,6 +48,18 @@ RowLoops row_threads(Stage s, const Var &x, const Var &y, int threads, const std
   return l;
 }
 
+// A stage over a chunk's tokens (x, i, c, h, b) or over a call's tokens (x, h, t, b) as one
+// kernel without divisions: 32 threads along its first dimension and threads/32 along its
+// second, each thread looping over the rest of those two, the blocks over the others (the
+// tokens t in the grid's x, which holds 2^31 - 1 blocks; chunks, heads and batch elements
+// are refused past 65535). Its reduction loops, if any, run serially inside each thread.
+// (With every dimension fused into one thread index, recovering five coordinates took 8
+// divisions and 8 remainders by runtime extents per element: the chunked copy of q took
+// 0.36 ms, 5× its memory traffic, B=8 T=4096 H=16 D=64 on the H200; so tiled, 0.10 ms.) The
+// scans' state updates (x, y, h, b) keep one element per thread: each thread is a chain of
+// dependent steps over the chunks, and tiled so, with half the threads, IDA's took 0.47 ms
+// instead of 0.30. Sets `thread` to the thread loop along x; false for a stage of another
+// shape, which is left as it is.
 bool gpu_stage_tiled(Stage s, const std::vector<Var> &pure, int threads, const std::string &prefix, Var &thread) {
   const Vars &v = vars();
   auto shaped = [&](std::initializer_list<const Var *> names) {
@@ -452,14 +452,15 @@ void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &s
 //     summing in a register, then writing that channel's new elements. IDA's threads each
 //     take every fourth mode and keep a partial sum, which a small kernel adds (42 µs for
 //     the value state); BLA's take every slot, reading the softmax's exponentials from the
-//     kernel that also adds z's partial sums, and summing their denominator (23 µs; 34 µs when each thread formed the
-//     maximum and the exponentials itself, twice per slot). Why each: gpu_value_state_partials.
+//     kernel that also adds z's partial sums, and summing their denominator (23 µs; 34 µs
+//     when each thread formed the maximum and the exponentials itself, twice per slot). Why
+//     each: gpu_value_state_partials.
 // The new state (Λ X + B x, γ X + φ x) is formed where it is used, from the old state; each
 // thread reads the elements it writes before it writes them, so the update may be in place.
 // The features (IDA's three as one kernel), the norms and the mixing are small kernels, their
-// sums in registers. IDA is 9 kernels, BLA 4 (IDA's three features fused: B=1 63.9 -> 48.4 µs,
-// B=64 162 -> 157 µs, H200). (IDA's p, cp = C p and w = C^T cp in one kernel per head and sequence,
-// p and cp in shared memory, took 29 µs instead of 27 as three.)
+// sums in registers. IDA is 9 kernels, BLA 4 (IDA's three features fused: B=1 63.9 -> 48.4
+// µs, B=64 162 -> 157 µs, H200). (IDA's p, cp = C p and w = C^T cp in one kernel per head and
+// sequence, p and cp in shared memory, took 29 µs instead of 27 as three.)
 
 namespace {
 
@@ -475,6 +476,7 @@ constexpr int kStepLanes = 8;
 // then given a buffer in global memory sized by a host loop over every thread. Returns the
 // thread loop.
 Var step_block(const Func &f) { return Var(f.args()[0].name() + "_o"); }  // f's blocks along v
+int step_threads(const CudaKnobs &k) { return std::min(64, k.threads); }   // along v, per block
 Var gpu_step_kernel(Func f, const CudaKnobs &k) {
   const Vars &x = vars();
   const std::vector<Var> a = f.args();
@@ -488,11 +490,22 @@ Var gpu_step_kernel(Func f, const CudaKnobs &k) {
       order.insert(order.begin(), a[j]);
     }
   }
-  f.compute_root().split(a[0], vo, vi, std::min(64, k.threads), TailStrategy::GuardWithIf);
+  f.compute_root().split(a[0], vo, vi, step_threads(k), TailStrategy::GuardWithIf);
   order.insert(order.end(), blocks.begin(), blocks.end());
   f.reorder(order).gpu_threads(vi);
   gpu_grid(f, blocks);
   return vi;
+}
+
+// g, which a step kernel f (gpu_step_kernel) reads, formed once per block of f into shared
+// memory, its first dimension across the block's threads. Returns g's thread loop.
+Var gpu_step_block_copy(Func g, const Func &f, const CudaKnobs &k) {
+  Var so("so"), si("si");
+  g.compute_at(f, step_block(f))
+      .store_in(MemoryType::GPUShared)
+      .split(g.args()[0], so, si, step_threads(k), TailStrategy::GuardWithIf)
+      .gpu_threads(si);
+  return si;
 }
 
 // A reduction f(v, h, b) stored by a wrapper, one kernel: each thread one element, summed in
@@ -544,7 +557,7 @@ void gpu_key_state(Func out, bool complex, Func f, const CudaKnobs &k, std::set<
 void gpu_value_state_whole(Func out, bool complex, Func o, const std::vector<Func> &in_thread, const CudaKnobs &k,
                            std::set<std::string> &done) {
   const Vars &x = vars();
-  const int nr = std::min(64, k.threads);
+  const int nr = step_threads(k);
   Var ro("ro"), rv("rv");
   // (The token loop, of extent 1, innermost: compute_with needs the fused loops to be the
   // same, by name, in both.)
@@ -617,15 +630,11 @@ void gpu_value_state_partials(Func out, bool complex, Func o, Func f, const Cuda
 // v), is formed once per block into shared memory. (Formed by every thread, the features
 // took 18-20 µs each at B=64 H=32 Dk=64, H200.)
 void gpu_step_feature(Func f, Func norm, Func x, const CudaKnobs &k, std::set<std::string> &done) {
-  const Vars &v = vars();
   const Var thread = gpu_step_kernel(f, k);
   done.insert(f.name());
   done.insert(in_registers(norm, f, thread).name());
   Func staged = x.in(norm);
-  Var so("so"), si("si");
-  staged.compute_at(f, step_block(f))
-      .split(v.r, so, si, std::min(64, k.threads), TailStrategy::GuardWithIf)
-      .gpu_threads(si);
+  gpu_step_block_copy(staged, f, k);
   done.insert(staged.name());
 }
 
@@ -672,12 +681,7 @@ void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k) {
   // took 4.0 µs and the exponentials 4.8; together 4.6 µs, B=64 H=32 S=64, H200.)
   const Var ez_thread = gpu_step_kernel(s.ez, k);
   Func z_rows = s.z.in();
-  Var zo("zo"), zi("zi");
-  z_rows.compute_at(s.ez, step_block(s.ez))
-      .store_in(MemoryType::GPUShared)
-      .split(vars().m, zo, zi, std::min(64, k.threads), TailStrategy::GuardWithIf)
-      .gpu_threads(zi);
-  in_registers(s.z, z_rows, zi);
+  in_registers(s.z, z_rows, gpu_step_block_copy(z_rows, s.ez, k));
   in_registers(s.zmax, s.ez, ez_thread);
   done.insert({s.ez.name(), z_rows.name(), s.z.name(), s.zmax.name()});
   gpu_value_state_whole(s.state_v_out, false, s.o, {s.o_sum, s.den}, k, done);
