@@ -19,7 +19,7 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests sanitize bench peers)
 log=$OUT/log
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee -a "$log"
-small='*T1*:*odd*:*S1*:*M0*:CudaProperties.StatesInPlace:CudaArguments*:CudaStep*'
+small='*T1*:*odd*:*S1*:*M0*:CudaProperties.StatesInPlace:CudaArguments*:*StepCuda*'
 for step in "${steps[@]}"; do
   case $step in
     tests)

@@ -118,12 +118,20 @@ inline std::unique_ptr<PreparedCall> prepare(fsattn_op op, fsattn_device device,
   return call;
 }
 
+// The median of a list of times.
+inline double median_of(std::vector<double> t) {
+  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+  return t[t.size() / 2];
+}
+
 // The median time of `runs` calls of run() in ms, after `warmup` untimed ones (module load,
 // PTX compilation, workspace). CPU: the steady clock around each call. CUDA: events on the
-// default stream around each call (run() must use that stream). On a failed call returns a
-// negative time, the status in *status.
+// default stream around each call (run() must use that stream), each call starting on an idle
+// GPU, so that the time includes the host's work before the first kernel starts; *host_ms
+// (where given) gets the median time the host spent inside run() itself. On a failed call
+// returns a negative time, the status in *status.
 inline double median_ms(fsattn_device device, const std::function<fsattn_status()> &run, int runs, int warmup,
-                        fsattn_status *status) {
+                        fsattn_status *status, double *host_ms = nullptr) {
   *status = FSATTN_OK;
   for (int i = 0; i < warmup; ++i) {
     if ((*status = run()) != FSATTN_OK) return -1.0;
@@ -136,10 +144,13 @@ inline double median_ms(fsattn_device device, const std::function<fsattn_status(
     d->EventCreate(&start, 0);
     d->EventCreate(&stop, 0);
     d->CtxSynchronize();
+    std::vector<double> host;
     for (double &t : ms) {
       float elapsed = 0;
       d->EventRecord(start, nullptr);
+      const auto host_start = std::chrono::steady_clock::now();
       *status = run();
+      host.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_start).count());
       d->EventRecord(stop, nullptr);
       d->EventSynchronize(stop);
       d->EventElapsedTime(&elapsed, start, stop);
@@ -149,6 +160,7 @@ inline double median_ms(fsattn_device device, const std::function<fsattn_status(
     d->EventDestroy(start);
     d->EventDestroy(stop);
     if (*status == FSATTN_OK && d->CtxSynchronize() != cu::kSuccess) *status = FSATTN_ERROR_DEVICE;
+    if (host_ms != nullptr && *status == FSATTN_OK) *host_ms = median_of(host);
   } else
 #endif
   {
@@ -161,8 +173,35 @@ inline double median_ms(fsattn_device device, const std::function<fsattn_status(
     }
   }
   if (*status != FSATTN_OK) return -1.0;
-  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-  return ms[ms.size() / 2];
+  return median_of(ms);
 }
+
+#ifdef FSATTN_BENCH_CUDA
+// The time per call in ms of `calls` calls of run() queued back to back on the default stream,
+// between two events, as a decoding loop queues its steps: the host prepares the next call
+// while the GPU runs the last one. The median of `runs` such batches.
+inline double back_to_back_ms(const std::function<fsattn_status()> &run, int calls, int runs, fsattn_status *status) {
+  const cu::Driver *d = test::gpu();
+  cu::Event start = nullptr, stop = nullptr;
+  d->EventCreate(&start, 0);
+  d->EventCreate(&stop, 0);
+  std::vector<double> ms;
+  *status = FSATTN_OK;
+  for (int r = 0; r < runs && *status == FSATTN_OK; ++r) {
+    d->CtxSynchronize();
+    d->EventRecord(start, nullptr);
+    for (int c = 0; c < calls && *status == FSATTN_OK; ++c) *status = run();
+    d->EventRecord(stop, nullptr);
+    d->EventSynchronize(stop);
+    float elapsed = 0;
+    d->EventElapsedTime(&elapsed, start, stop);
+    ms.push_back(elapsed / calls);
+  }
+  d->EventDestroy(start);
+  d->EventDestroy(stop);
+  if (*status == FSATTN_OK && d->CtxSynchronize() != cu::kSuccess) *status = FSATTN_ERROR_DEVICE;
+  return *status == FSATTN_OK ? median_of(ms) : -1.0;
+}
+#endif
 
 }  // namespace fsattn::bench

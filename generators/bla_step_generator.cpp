@@ -12,6 +12,7 @@ class BlaStepGenerator : public Generator<BlaStepGenerator> {
  public:
   GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
   GeneratorParam<int> threads{"threads", 128};  // CUDA threads per block
+  GeneratorParam<int> fused{"fused", 0};        // CUDA: 1 = the whole step one kernel
 
   Input<Buffer<float>> q{"q", 4};                  // [B,1,H,Dk] as (d, h, t, b)
   Input<Buffer<float>> k{"k", 4};                  // [B,1,H,Dk] as (d, h, t, b)
@@ -34,7 +35,7 @@ class BlaStepGenerator : public Generator<BlaStepGenerator> {
     // they are read through a clamp on the channel, see ida_step. (Reading the key state
     // through clamps on channel and slot, as every read once was, the key state's kernel ran
     // about 220 instructions for 8 channels, where it now runs about 60.)
-    const bool cuda = get_target().has_feature(Target::CUDA);
+    const bool cuda = get_target().has_feature(Target::CUDA) && !fused;  // (the fused kernel guards its loops)
     BlaStepInputs in{q, k, clamped_view(v, {0}, cuda), log_gamma, state_k, clamped_view(state_v, {0}, cuda),
                      phase, period, modes, slots, scale, q.dim(0).extent(), v.dim(0).extent()};
     stages = bla_step_algorithm(in);
@@ -53,6 +54,7 @@ class BlaStepGenerator : public Generator<BlaStepGenerator> {
     if (get_target().has_feature(Target::CUDA)) {
       CudaKnobs gpu;
       gpu.threads = threads;
+      gpu.fused = fused;
       schedule_bla_step_cuda(stages, gpu);
       return;
     }

@@ -12,6 +12,7 @@ class IdaStepGenerator : public Generator<IdaStepGenerator> {
  public:
   GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
   GeneratorParam<int> threads{"threads", 128};  // CUDA threads per block
+  GeneratorParam<int> fused{"fused", 0};        // CUDA: 1 = the whole step one kernel
 
   Input<Buffer<float>> q{"q", 4};            // [B,1,H,Dk] as (d, h, t, b)
   Input<Buffer<float>> k{"k", 4};            // [B,1,H,Dk] as (d, h, t, b)
@@ -40,7 +41,7 @@ class IdaStepGenerator : public Generator<IdaStepGenerator> {
     // formed once per thread; the values past Dv reach no output). Every other read is
     // bounded by the true sizes, and is not clamped: a clamp in a loop costs a min, a max and
     // a 64-bit index per load (see bla_step).
-    const bool cuda = get_target().has_feature(Target::CUDA);
+    const bool cuda = get_target().has_feature(Target::CUDA) && !fused;  // (the fused kernel guards its loops)
     IdaStepInputs in{q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k,
                      clamped_view(state_v, {1}, cuda), eps, q.dim(0).extent(), v.dim(0).extent(),
                      a_im.dim(0).extent()};
@@ -63,6 +64,7 @@ class IdaStepGenerator : public Generator<IdaStepGenerator> {
     if (get_target().has_feature(Target::CUDA)) {
       CudaKnobs gpu;
       gpu.threads = threads;
+      gpu.fused = fused;
       schedule_ida_step_cuda(stages, gpu);
       return;
     }

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
 using namespace Halide;
 
@@ -644,7 +645,168 @@ const std::set<std::string> kStepViews = with(kViews, {"state_k_new", "state_v_n
 
 }  // namespace
 
+namespace {
+
+// ---- fused steps: the whole step one kernel, a block per head and sequence ----------------
+// The block runs the step in phases, each a loop over the block's threads, which Halide
+// separates by barriers: the features (IDA), the key state's read by the query (partial sums
+// of 8 lanes along the channels, then their sum), the slot transform (IDA's mixing, BLA's
+// softmax), the value state's read (partial sums over kValueGroups groups of modes), and last
+// both new states, each thread writing the elements it reads (the old states again: the
+// block read them moments before, so they come from L2). Every element of a state is read
+// only by the block that writes it, and before it is written, so the update may be in
+// place. In every phase the thread loop is outermost in the block and the thread's own loops
+// inside it (a serial loop around a thread loop costs a barrier per iteration), and every
+// phase is one-dimensional (Halide sizes the block by the largest thread loop of each
+// dimension over the phases).
+struct StepBlock {
+  Func root;    // the output o(r, h, t, b), whose (h, b) loop is the block
+  int threads;  // per block: a multiple of 64
+};
+
+// The block: o's (h, b), its channels 64 threads a step; `in_thread` (o's sums) in registers.
+StepBlock step_block_root(Func o, const std::vector<Func> &in_thread, const CudaKnobs &k,
+                          std::set<std::string> &done) {
+  const Vars &x = vars();
+  Var ro("ro"), rv("rv");
+  o.compute_root()
+      .bound(x.t, 0, 1)
+      .split(x.r, ro, rv, 64, TailStrategy::GuardWithIf)
+      .reorder(x.t, ro, rv, x.h, x.b)
+      .gpu_blocks(x.h, x.b)
+      .gpu_threads(rv);
+  for (Func g : in_thread) done.insert(in_registers(g, o, rv, false).name());
+  done.insert(o.name());
+  return {o, std::max(64, k.threads / 64 * 64)};
+}
+
+// f(v, ...) (one value per slot, mode or channel) formed by the block into shared memory, one
+// thread per value. Returns the thread loop.
+Var block_vector(Func f, const StepBlock &blk, std::set<std::string> &done) {
+  const Vars &x = vars();
+  const Var v = f.args()[0];
+  Var so(f.name() + "_so"), si(f.name() + "_si");
+  f.compute_at(blk.root, x.h)
+      .store_in(MemoryType::GPUShared)
+      .split(v, so, si, blk.threads, TailStrategy::GuardWithIf)
+      .reorder(so, si)
+      .gpu_threads(si);
+  done.insert(f.name());
+  return si;
+}
+
+// A reduction f(v, ...) over its first reduction variable, as the block's vector (one
+// thread per value, summed in a register, its loop unrolled so that its loads are in flight
+// together).
+void block_sum(Func f, const StepBlock &blk, std::set<std::string> &done) {
+  Func rows = f.in();
+  done.insert(in_registers(f, rows, block_vector(rows, blk, done)).name());
+}
+
+// The reduction f(v, ...) split into `lanes` partial sums (rfactor: the reduction's elements
+// `lanes` apart), formed by the block into shared memory, a thread per (lane, v), `unroll`ing
+// each thread's sum; f then adds the lanes (the caller schedules it). `lanes_first`: the
+// lanes are the block's innermost thread index (consecutive threads read consecutive
+// elements along the reduction), else v is.
+void block_lanes(Func f, int lanes, bool lanes_first, bool unroll, const StepBlock &blk,
+                 std::set<std::string> &done) {
+  const Vars &x = vars();
+  const std::string p = f.name() + "_lanes";
+  RVar rj(p + "_rj"), rl(p + "_rl");
+  Var u(p + "_u"), vo(p + "_vo"), vi(p + "_vi"), t(p + "_t");
+  Func partial = f.update(0).split(f.rvars(0)[0], rj, rl, lanes, TailStrategy::GuardWithIf).rfactor(rl, u);
+  Func in = partial.in(f);
+  std::vector<Var> rest;  // in's arguments but u (where rfactor put it): (v, ...)
+  for (const Var &a : in.args()) {
+    if (a.name() != u.name()) rest.push_back(a);
+  }
+  const Var v = rest[0];
+  in.compute_at(blk.root, x.h).store_in(MemoryType::GPUShared).bound(u, 0, lanes);
+  in.split(v, vo, vi, blk.threads / lanes, TailStrategy::GuardWithIf);
+  std::vector<VarOrRVar> order{vo};
+  if (lanes_first) {
+    order.push_back(u);
+    order.push_back(vi);
+  } else {
+    order.push_back(vi);
+    order.push_back(u);
+  }
+  order.insert(order.end(), rest.begin() + 1, rest.end());
+  in.reorder(order);
+  in.fuse(lanes_first ? u : vi, lanes_first ? vi : u, t).gpu_threads(t);
+  in_registers(partial, in, t, unroll);
+  done.insert({partial.name(), in.name(), f.name()});
+}
+
+// A new state `out` (r, m, h, b) or, complex, (ri, r, m, h, b), written in the block after
+// the output (compute_with): threads over 64 channels (and re, im) × the rest of the block
+// in modes, each thread a loop over its modes, unrolled.
+void block_state_write(Func out, bool complex, const StepBlock &blk, std::set<std::string> &done) {
+  const Vars &x = vars();
+  const std::string p = out.name();
+  Var co(p + "_co"), cv(p + "_cv"), so(p + "_so"), sv(p + "_sv"), t(p + "_t"), t2(p + "_t2");
+  const int per_row = complex ? 128 : 64, rows = std::max(1, blk.threads / per_row);
+  out.compute_root()
+      .split(x.r, co, cv, 64, TailStrategy::GuardWithIf)
+      .split(x.m, so, sv, rows, TailStrategy::GuardWithIf);
+  if (complex) {
+    out.bound(x.ri, 0, 2).reorder(so, co, x.ri, cv, sv, x.h, x.b).fuse(x.ri, cv, t2).fuse(t2, sv, t);
+  } else {
+    out.reorder(so, co, cv, sv, x.h, x.b).fuse(cv, sv, t);
+  }
+  out.gpu_blocks(x.h, x.b).gpu_threads(t).compute_with(blk.root, x.h);
+  unroll_serial(out, so);
+  done.insert(p);
+}
+
+void schedule_bla_step_cuda_fused(BlaStepStages &s, const CudaKnobs &k) {
+  std::set<std::string> done;
+  // φ of the token at every slot, as in the per-state kernels: one small kernel.
+  gpu_step_kernel(s.writes.phi, k);
+  done.insert(s.writes.phi.name());
+  const StepBlock blk = step_block_root(s.o, {s.o_sum, s.den}, k, done);
+  block_lanes(s.z, kStepLanes, true, true, blk, done);        // z's partial sums
+  block_sum(s.z, blk, done);                                   // z
+  done.insert(in_registers(s.zmax, s.ez, block_vector(s.ez, blk, done)).name());  // exponentials
+  block_lanes(s.o_sum, kValueGroups, false, true, blk, done);  // the output's partial sums
+  block_state_write(s.state_k_out, false, blk, done);
+  block_state_write(s.state_v_out, false, blk, done);
+  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out},
+                         with(kStepViews, {"gamma_pow", "token_rotor", "anchor_rotor"}), k, done);
+}
+
+void schedule_ida_step_cuda_fused(IdaStepStages &s, const CudaKnobs &k) {
+  std::set<std::string> done;
+  const StepBlock blk = step_block_root(s.o, {s.o_sum}, k, done);
+  // The features, each from a copy in shared memory of what its norm sums over.
+  IdaFeatures &f = s.feat;
+  for (auto [feature, norm, x] : {std::tuple(f.fq, f.q_ssq, f.q_act), std::tuple(f.kt, f.k_ssq, f.k_act),
+                                  std::tuple(f.vt, f.v_msq, f.v)}) {
+    Func staged = x.in({norm, feature});
+    block_vector(staged, blk, done);
+    done.insert(in_registers(norm, feature, block_vector(feature, blk, done)).name());
+  }
+  block_lanes(s.p.func(), kStepLanes, true, true, blk, done);  // p's partial sums
+  block_sum(s.p.func(), blk, done);                              // p = Xk fq
+  // cp = C p sums along C's rows: in lanes, so that consecutive threads read consecutive
+  // elements of a row (one thread per mode read 32 rows per warp); w = C^T cp reads C's
+  // columns, one thread per mode.
+  block_lanes(s.cp.func(), kStepLanes, true, true, blk, done);
+  block_sum(s.cp.func(), blk, done);
+  block_sum(s.w.func(), blk, done);
+  block_lanes(s.o_sum, kValueGroups, false, true, blk, done);  // the output's partial sums
+  block_state_write(s.state_k_out, true, blk, done);
+  block_state_write(s.state_v_out, true, blk, done);
+  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, kStepViews, k, done);
+}
+
+}  // namespace
+
 void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
+  if (k.fused) {
+    schedule_ida_step_cuda_fused(s, k);
+    return;
+  }
   std::set<std::string> done;
   gpu_step_feature(s.feat.fq, s.feat.q_ssq, s.feat.q_act, k, done);
   gpu_step_feature(s.feat.kt, s.feat.k_ssq, s.feat.k_act, k, done);
@@ -669,6 +831,10 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
 }
 
 void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k) {
+  if (k.fused) {
+    schedule_bla_step_cuda_fused(s, k);
+    return;
+  }
   std::set<std::string> done;
   // φ of the token at every slot (its Dirichlet rotors in double) is one small kernel; γ and
   // the softmax's exponentials are formed where they are used.

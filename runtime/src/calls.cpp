@@ -231,11 +231,13 @@ fsattn_status KernelArgs::run(const Kernel &k, int64_t batch, const fsattn_exec 
     }
     fsattn_status st = cuda_target(k.name, exec->stream, &target);
     if (st == FSATTN_OK) st = device_scalars(target, k.name, &device_zero, &device_sink);
-    for (size_t a = 0; a < entries_.size() && st == FSATTN_OK; ++a) {
+    std::vector<DeviceRange> ranges;
+    for (size_t a = 0; a < entries_.size(); ++a) {
       const Tensor &t = entries_[a].tensor;
       if (entries_[a].scalar != nullptr || t.is_zero() || t.is_sink()) continue;
-      st = check_device_memory(target, k.name, argument_name(k, a, entries_.size()), t.data(), t.bytes());
+      ranges.push_back({argument_name(k, a, entries_.size()), t.data(), size_t(t.bytes())});
     }
+    if (st == FSATTN_OK) st = check_device_memory(target, k.name, ranges);
     if (st != FSATTN_OK) return st;
   }
 #else

@@ -6,6 +6,7 @@
 #include "fsattn/fsattn.h"
 
 #include <cstddef>
+#include <vector>
 
 namespace fsattn {
 
@@ -30,10 +31,16 @@ void release_device_workspace();
 // FSATTN_ERROR_DEVICE (no driver, no device, no context) with the message set.
 fsattn_status cuda_target(const char *function, void *stream, CudaTarget *t);
 
-// [ptr, ptr + bytes) must be CUDA device (or managed) memory inside one allocation:
-// host memory, or a buffer smaller than its shape, is FSATTN_ERROR_INVALID_ARGUMENT.
-fsattn_status check_device_memory(const CudaTarget &t, const char *function, const char *name, const void *ptr,
-                                  size_t bytes);
+// A call's pointer argument: [ptr, ptr + bytes), named `name` in messages.
+struct DeviceRange {
+  const char *name;
+  const void *ptr;
+  size_t bytes;
+};
+
+// Each range must be CUDA device (or managed) memory inside one allocation: host memory, or
+// a buffer smaller than its shape, is FSATTN_ERROR_INVALID_ARGUMENT naming the first such.
+fsattn_status check_device_memory(const CudaTarget &t, const char *function, const std::vector<DeviceRange> &ranges);
 
 // A device float that reads as zero (a NULL initial state) and one that kernels may write
 // (a NULL final state), per context, allocated on first use and kept.

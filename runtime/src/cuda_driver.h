@@ -19,6 +19,7 @@ using DevicePtr = unsigned long long;
 constexpr Result kSuccess = 0;
 constexpr Result kErrorOutOfMemory = 2;
 constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr int kPointerAttributeRangeStart = 11, kPointerAttributeRangeSize = 12;  // ..._RANGE_START_ADDR, _SIZE
 constexpr unsigned kMemoryTypeHost = 1, kMemoryTypeDevice = 2, kMemoryTypeUnified = 4;
 constexpr int kAttributeComputeCapabilityMajor = 75, kAttributeComputeCapabilityMinor = 76;
 constexpr unsigned kStreamNonBlocking = 1;
@@ -38,6 +39,7 @@ struct Driver {
   Result (*CtxPopCurrent)(Context *ctx);
   Result (*CtxSynchronize)();
   Result (*PointerGetAttribute)(void *data, int attribute, DevicePtr ptr);
+  Result (*PointerGetAttributes)(unsigned count, int *attributes, void **data, DevicePtr ptr);
   Result (*MemGetAddressRange)(DevicePtr *base, size_t *size, DevicePtr ptr);
   Result (*MemAlloc)(DevicePtr *ptr, size_t bytes);
   Result (*MemFree)(DevicePtr ptr);

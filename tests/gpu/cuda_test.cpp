@@ -255,64 +255,78 @@ TEST(CudaStreams, TwoStreamsRunDifferentCallsConcurrently) {
 
 // ---- decode steps ------------------------------------------------------------------------
 
-// Each step of a token sequence, on the GPU and on the CPU, states in place on both. The
-// shapes: modes, slots and channels below 16, odd counts above it, and the largest features.
-void check_steps_against_cpu(ref::IdaShape ida_shape, ref::BlaShape bla_shape) {
-  const IdaCase ic = make_ida_case(ida_shape, 41, true);
-  const BlaCase bc = make_bla_case(bla_shape, 77, 42, 0.9, true);
-  const fsattn_exec cpu{FSATTN_DEVICE_CPU, nullptr, nullptr}, gpu_exec = cuda_exec();
-  std::vector<float> ik = ic.state_k.f, iv = ic.state_v.f, bk = bc.state_k.f, bv = bc.state_v.f;
+// Each step of a token sequence, on the GPU (`variant`) and on the CPU, states in place on
+// both. The shapes: modes, slots and channels below 16, odd counts above it, and the largest
+// features.
+void check_ida_steps_against_cpu(ref::IdaShape shape, const std::string &variant) {
+  const IdaCase c = make_ida_case(shape, 41, true);
+  const fsattn_exec cpu{FSATTN_DEVICE_CPU, nullptr, nullptr}, gpu_exec = cuda_exec(nullptr, variant.c_str());
+  std::vector<float> sk = c.state_k.f, sv = c.state_v.f;
   DeviceArena a;
-  const fsattn_ida_params ip = device_params(a, ic);
-  fsattn_bla_params bp = bc.params(), bp_dev = bp;
-  bp_dev.log_gamma = a.up(bc.log_gamma);
-  float *dik = a.up(ik), *div = a.up(iv), *dbk = a.up(bk), *dbv = a.up(bv);
-  fsattn_dims idims = ic.dims(), bdims = bc.dims();
-  idims.seqlen = bdims.seqlen = 1;
-  const fsattn_ida_params ip_host = ic.params();
-  for (int64_t t = 0; t < ic.s.T; ++t) {
-    const auto &s = ic.s;
-    const Tensor32 q = slice_tokens(ic.q, s.B, s.T, s.H, s.Dk, t, t + 1), k = slice_tokens(ic.k, s.B, s.T, s.H, s.Dk, t, t + 1);
-    const Tensor32 v = slice_tokens(ic.v, s.B, s.T, s.H, s.Dv, t, t + 1);
+  const fsattn_ida_params p = device_params(a, c), p_host = c.params();
+  float *dsk = a.up(sk), *dsv = a.up(sv);
+  fsattn_dims dims = c.dims();
+  dims.seqlen = 1;
+  const auto &s = c.s;
+  for (int64_t t = 0; t < s.T; ++t) {
+    const Tensor32 q = slice_tokens(c.q, s.B, s.T, s.H, s.Dk, t, t + 1), k = slice_tokens(c.k, s.B, s.T, s.H, s.Dk, t, t + 1);
+    const Tensor32 v = slice_tokens(c.v, s.B, s.T, s.H, s.Dv, t, t + 1);
     std::vector<float> o(s.B * s.H * s.Dv, NAN);
     float *od = a.out(o.size());
-    ASSERT_EQ(FSATTN_OK, fsattn_ida_step(&cpu, &idims, &ip_host, q.ptr(), k.ptr(), v.ptr(), ik.data(), iv.data(), o.data()));
-    ASSERT_EQ(FSATTN_OK, fsattn_ida_step(&gpu_exec, &idims, &ip, a.up(q), a.up(k), a.up(v), dik, div, od))
+    ASSERT_EQ(FSATTN_OK, fsattn_ida_step(&cpu, &dims, &p_host, q.ptr(), k.ptr(), v.ptr(), sk.data(), sv.data(), o.data()));
+    ASSERT_EQ(FSATTN_OK, fsattn_ida_step(&gpu_exec, &dims, &p, a.up(q), a.up(k), a.up(v), dsk, dsv, od))
         << fsattn_last_error();
-    EXPECT_LE(rel_error(a.down(od), o), kForwardTol) << "IDA o at token " << t;
-
-    const auto &bs = bc.s;
-    bp.pos0 = bp_dev.pos0 = bc.pos0 + t;
-    const Tensor32 bq = slice_tokens(bc.q, bs.B, bs.T, bs.H, bs.Dk, t, t + 1);
-    const Tensor32 bkk = slice_tokens(bc.k, bs.B, bs.T, bs.H, bs.Dk, t, t + 1);
-    const Tensor32 bvv = slice_tokens(bc.v, bs.B, bs.T, bs.H, bs.Dv, t, t + 1);
-    std::vector<float> bo(bs.B * bs.H * bs.Dv, NAN);
-    float *bod = a.out(bo.size());
-    ASSERT_EQ(FSATTN_OK, fsattn_bla_step(&cpu, &bdims, &bp, bq.ptr(), bkk.ptr(), bvv.ptr(), bk.data(), bv.data(), bo.data()));
-    ASSERT_EQ(FSATTN_OK, fsattn_bla_step(&gpu_exec, &bdims, &bp_dev, a.up(bq), a.up(bkk), a.up(bvv), dbk, dbv, bod))
-        << fsattn_last_error();
-    EXPECT_LE(rel_error(a.down(bod), bo), kForwardTol) << "BLA o at token " << t;
+    EXPECT_LE(rel_error(a.down(od), o), kForwardTol) << variant << ": IDA o at token " << t;
   }
-  EXPECT_LE(rel_error(a.down(dik), ik), kForwardTol);
-  EXPECT_LE(rel_error(a.down(div), iv), kForwardTol);
-  EXPECT_LE(rel_error(a.down(dbk), bk), kForwardTol);
-  EXPECT_LE(rel_error(a.down(dbv), bv), kForwardTol);
+  EXPECT_LE(rel_error(a.down(dsk), sk), kForwardTol) << variant;
+  EXPECT_LE(rel_error(a.down(dsv), sv), kForwardTol) << variant;
 }
 
-TEST(CudaStep, TokenByTokenMatchesCpuSteps) {
-  FSATTN_REQUIRE_GPU();
-  check_steps_against_cpu({3, 6, 4, 16, 12, 8}, {3, 6, 4, 16, 12, 5, 19.5, 11});
+void check_bla_steps_against_cpu(ref::BlaShape shape, const std::string &variant) {
+  const BlaCase c = make_bla_case(shape, 77, 42, 0.9, true);
+  const fsattn_exec cpu{FSATTN_DEVICE_CPU, nullptr, nullptr}, gpu_exec = cuda_exec(nullptr, variant.c_str());
+  std::vector<float> sk = c.state_k.f, sv = c.state_v.f;
+  DeviceArena a;
+  fsattn_bla_params p = c.params(), p_dev = p;
+  p_dev.log_gamma = a.up(c.log_gamma);
+  float *dsk = a.up(sk), *dsv = a.up(sv);
+  fsattn_dims dims = c.dims();
+  dims.seqlen = 1;
+  const auto &s = c.s;
+  for (int64_t t = 0; t < s.T; ++t) {
+    p.pos0 = p_dev.pos0 = c.pos0 + t;
+    const Tensor32 q = slice_tokens(c.q, s.B, s.T, s.H, s.Dk, t, t + 1), k = slice_tokens(c.k, s.B, s.T, s.H, s.Dk, t, t + 1);
+    const Tensor32 v = slice_tokens(c.v, s.B, s.T, s.H, s.Dv, t, t + 1);
+    std::vector<float> o(s.B * s.H * s.Dv, NAN);
+    float *od = a.out(o.size());
+    ASSERT_EQ(FSATTN_OK, fsattn_bla_step(&cpu, &dims, &p, q.ptr(), k.ptr(), v.ptr(), sk.data(), sv.data(), o.data()));
+    ASSERT_EQ(FSATTN_OK, fsattn_bla_step(&gpu_exec, &dims, &p_dev, a.up(q), a.up(k), a.up(v), dsk, dsv, od))
+        << fsattn_last_error();
+    EXPECT_LE(rel_error(a.down(od), o), kForwardTol) << variant << ": BLA o at token " << t;
+  }
+  EXPECT_LE(rel_error(a.down(dsk), sk), kForwardTol) << variant;
+  EXPECT_LE(rel_error(a.down(dsv), sv), kForwardTol) << variant;
 }
 
-TEST(CudaStep, SeveralTilesMatchCpuSteps) {
+class IdaStepCuda : public ::testing::TestWithParam<std::string> {};
+TEST_P(IdaStepCuda, MatchesCpuSteps) {
   FSATTN_REQUIRE_GPU();
-  check_steps_against_cpu({2, 4, 3, 40, 33, 37}, {2, 4, 3, 41, 35, 21, 40.0, 37});
+  check_ida_steps_against_cpu({3, 6, 4, 16, 12, 8}, GetParam());
+  check_ida_steps_against_cpu({2, 4, 3, 40, 33, 37}, GetParam());  // several tiles of every kind
+  check_ida_steps_against_cpu({1, 3, 2, 256, 256, 256}, GetParam());  // the largest features
+  check_ida_steps_against_cpu({1, 3, 1, 1, 1, 1}, GetParam());       // one of everything
 }
+INSTANTIATE_TEST_SUITE_P(Gpu, IdaStepCuda, ::testing::ValuesIn(cuda_variants(FSATTN_OP_IDA_STEP)));
 
-TEST(CudaStep, LargestFeaturesMatchCpuSteps) {
+class BlaStepCuda : public ::testing::TestWithParam<std::string> {};
+TEST_P(BlaStepCuda, MatchesCpuSteps) {
   FSATTN_REQUIRE_GPU();
-  check_steps_against_cpu({1, 3, 2, 256, 256, 256}, {1, 3, 2, 256, 256, 127, 512.0, 256});
+  check_bla_steps_against_cpu({3, 6, 4, 16, 12, 5, 19.5, 11}, GetParam());
+  check_bla_steps_against_cpu({2, 4, 3, 41, 35, 21, 40.0, 37}, GetParam());
+  check_bla_steps_against_cpu({1, 3, 2, 256, 256, 127, 512.0, 256}, GetParam());
+  check_bla_steps_against_cpu({1, 3, 1, 1, 1, 0, 1.0, 1}, GetParam());
 }
+INSTANTIATE_TEST_SUITE_P(Gpu, BlaStepCuda, ::testing::ValuesIn(cuda_variants(FSATTN_OP_BLA_STEP)));
 
 // ---- argument checks on device memory -----------------------------------------------------
 
