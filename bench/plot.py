@@ -147,16 +147,16 @@ def seqlen(rows, peers, out):
 def steps(rows, out):
     series = collections.defaultdict(dict)
     for name, ms, b in rows:
-        m = re.match(r"(ida|bla)_step/(cpu|cuda)/B=(\d+)$", name)
+        m = re.match(r"(ida|bla)_step/(cpu|cuda\w*)/B=(\d+)$", name)
         if m:
-            device = f"{b['cpus']}-core CPU" if m.group(2) == "cpu" else "GPU"
+            device = f"{b['cpus']}-core CPU" if m.group(2) == "cpu" else f"GPU {m.group(2)}"
             series[(m.group(1).upper(), device)][int(m.group(3))] = (ms, b.get("GB/s", b.get("state GB/s", 0.0)))
     if not series:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for (op, device), pts in sorted(series.items()):
         B = sorted(pts)
-        style = "-" if device == "GPU" else "--"
+        style = "-" if device.startswith("GPU") else "--"
         axes[0].plot(B, [pts[b][0] * 1e3 for b in B], style, marker="o", label=f"{op} step, {device}")
         axes[1].plot(B, [pts[b][1] for b in B], style, marker="o", label=f"{op} step, {device}")
     # The decode issue's aim: 70% of the H200's 4.27 TB/s copy bandwidth at B=64, i.e. 90 µs

@@ -39,9 +39,12 @@ bool is_step(fsattn_op op) { return op == FSATTN_OP_IDA_STEP || op == FSATTN_OP_
 
 // The default shapes (D = 64, 64 modes or slots): scans from a short prompt to the CUDA
 // issue's training shape (B=8, T=4096, H=16; the CPU stops at a quarter of it); steps at 1,
-// 16 and 256 sequences of 32 heads.
+// 16, 64 and 256 sequences of 32 heads (the one-kernel IDA step is the faster up to about
+// 16 sequences, the per-state kernels from 64 on, H200).
 std::vector<OpShape> default_shapes(fsattn_device device, fsattn_op op) {
-  if (is_step(op)) return {{1, 1, 32, 64, 64, 64}, {16, 1, 32, 64, 64, 64}, {256, 1, 32, 64, 64, 64}};
+  if (is_step(op)) {
+    return {{1, 1, 32, 64, 64, 64}, {16, 1, 32, 64, 64, 64}, {64, 1, 32, 64, 64, 64}, {256, 1, 32, 64, 64, 64}};
+  }
   if (device == FSATTN_DEVICE_CUDA) {
     return {{1, 1024, 8, 64, 64, 64}, {2, 2048, 4, 64, 64, 64}, {8, 4096, 16, 64, 64, 64}, {2, 16384, 16, 64, 64, 64}};
   }

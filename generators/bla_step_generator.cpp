@@ -13,6 +13,7 @@ class BlaStepGenerator : public Generator<BlaStepGenerator> {
   GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
   GeneratorParam<int> threads{"threads", 128};  // CUDA threads per block
   GeneratorParam<int> fused{"fused", 0};        // CUDA: 1 = the whole step one kernel
+  GeneratorParam<int> unroll{"unroll", 8};      // CUDA, fused: unrolling of the state loops
 
   Input<Buffer<float>> q{"q", 4};                  // [B,1,H,Dk] as (d, h, t, b)
   Input<Buffer<float>> k{"k", 4};                  // [B,1,H,Dk] as (d, h, t, b)
@@ -55,6 +56,7 @@ class BlaStepGenerator : public Generator<BlaStepGenerator> {
       CudaKnobs gpu;
       gpu.threads = threads;
       gpu.fused = fused;
+      gpu.unroll = unroll;
       schedule_bla_step_cuda(stages, gpu);
       return;
     }

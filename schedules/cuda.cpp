@@ -221,26 +221,26 @@ bool tiles_within_chunks(const Func &f) {
 // instead of 31 once its reads were no longer clamped. B=64, H200. Unrolled 4-wide, IDA's key
 // kernel took as long, and the IDA step longer end to end.)
 constexpr int kStepUnroll = 8;
-void unroll_serial(Stage s, const VarOrRVar &v) {
+void unroll_serial(Stage s, const VarOrRVar &v, int factor = kStepUnroll) {
   // A loop made by a split is named "<old>.<new>": it is found by its last part.
   const std::string n = v.name().substr(v.name().rfind('.') + 1);
   std::string fresh = n;
   std::replace(fresh.begin(), fresh.end(), '$', '_');
   if (v.is_rvar) {
-    s.split(RVar(n), RVar(fresh + "_uo"), RVar(fresh + "_ui"), kStepUnroll, TailStrategy::GuardWithIf)
+    s.split(RVar(n), RVar(fresh + "_uo"), RVar(fresh + "_ui"), factor, TailStrategy::GuardWithIf)
         .unroll(RVar(fresh + "_ui"));
   } else {
-    s.split(Var(n), Var(fresh + "_uo"), Var(fresh + "_ui"), kStepUnroll, TailStrategy::GuardWithIf)
+    s.split(Var(n), Var(fresh + "_uo"), Var(fresh + "_ui"), factor, TailStrategy::GuardWithIf)
         .unroll(Var(fresh + "_ui"));
   }
 }
 
 // g (a reduction) computed inside a thread of f's kernel, one value, in registers; its
 // reduction loop unrolled, where `unroll`.
-Func in_registers(Func g, const Func &f, const Var &thread, bool unroll = true) {
+Func in_registers(Func g, const Func &f, const Var &thread, bool unroll = true, int factor = kStepUnroll) {
   g.compute_at(f, thread).store_in(MemoryType::Register);
   for (const Var &a : g.args()) g.bound_extent(a, 1);
-  for (int u = 0; u < g.num_update_definitions() && unroll; ++u) unroll_serial(g.update(u), g.rvars(u)[0]);
+  for (int u = 0; u < g.num_update_definitions() && unroll; ++u) unroll_serial(g.update(u), g.rvars(u)[0], factor);
   return g;
 }
 
@@ -461,7 +461,8 @@ void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &s
 // The features (IDA's three as one kernel), the norms and the mixing are small kernels, their
 // sums in registers. IDA is 9 kernels, BLA 4 (IDA's three features fused: B=1 63.9 -> 48.4
 // µs, B=64 162 -> 157 µs, H200). (IDA's p, cp = C p and w = C^T cp in one kernel per head and
-// sequence, p and cp in shared memory, took 29 µs instead of 27 as three.)
+// sequence, p and cp in shared memory, took 29 µs instead of 27 as three.) The whole step as
+// one kernel is the other variant (fused steps, below).
 
 namespace {
 
@@ -649,19 +650,38 @@ namespace {
 
 // ---- fused steps: the whole step one kernel, a block per head and sequence ----------------
 // The block runs the step in phases, each a loop over the block's threads, which Halide
-// separates by barriers: the features (IDA), the key state's read by the query (partial sums
-// of 8 lanes along the channels, then their sum), the slot transform (IDA's mixing, BLA's
-// softmax), the value state's read (partial sums over kValueGroups groups of modes), and last
-// both new states, each thread writing the elements it reads (the old states again: the
-// block read them moments before, so they come from L2). Every element of a state is read
-// only by the block that writes it, and before it is written, so the update may be in
-// place. In every phase the thread loop is outermost in the block and the thread's own loops
-// inside it (a serial loop around a thread loop costs a barrier per iteration), and every
-// phase is one-dimensional (Halide sizes the block by the largest thread loop of each
-// dimension over the phases).
+// separates by barriers: Λ or φ, the features (IDA), the key state's read by the query
+// (kBlockLanes partial sums along the channels, then their sum), the slot transform (IDA's
+// mixing, BLA's softmax), the value state's read (partial sums over kValueGroups groups of
+// modes), and last both new states, each thread writing the elements it reads (the old
+// states again: the block read them moments before, so they come from L2). Every element of
+// a state is read only by the block that writes it, and before it is written, so the update
+// may be in place. In every phase the thread loop is outermost in the block and the
+// thread's own loops inside it (a serial loop around a thread loop costs a barrier per
+// iteration), and every phase is one-dimensional (Halide sizes the block by the largest
+// thread loop of each dimension over the phases). Values a thread sums in registers are
+// computed inside its innermost loop, under the guard of the split that made the thread
+// loop: Halide bounds what they read by that guard (computed at the thread loop, outside it,
+// they read past the inputs: threads past the modes read C's columns up to 255).
+//
+// H200, H=32 D=M=S=64, 256 threads: one launch instead of 4 (BLA) or 9 (IDA), so at B=1 the
+// steps take 17 µs instead of 33 (BLA) and 29 instead of 49 (IDA). At B=64 BLA's takes 61 µs
+// (54 back to back) against 74 for the kernels per state; IDA's 183 against 158, so IDA
+// keeps both (the tuning table picks by batch). Nsight Compute on BLA's at B=64: 51 µs,
+// 2.1 TB/s (44% of DRAM's peak), 64 registers a thread so 50% occupancy (4 blocks of 8
+// warps per SM, 3.9 waves), an instruction issued every 1.9 cycles per scheduler: bound by
+// latency and by instructions (every load and store forms its 64-bit address). Capping the
+// registers lower (HL_CUDA_JIT_MAX_REGISTERS 32, 40, 48) spilled and ran slower (BLA 102,
+// 79, 73 µs); 512 threads a block, 92 µs; unrolling 16 rather than 8, no faster.
+// Writing each new state in the phase that reads the old one (no second read) would need
+// the read's partial sums and the state fused at the thread's loop (compute_with), but the
+// partial sums are consumed by later phases, and Halide 14 fuses only stages that do not
+// depend on each other.
+constexpr int kBlockLanes = 4;  // partial sums per value of the reads along channels or modes
 struct StepBlock {
   Func root;    // the output o(r, h, t, b), whose (h, b) loop is the block
   int threads;  // per block: a multiple of 64
+  int unroll;   // of the threads' loops over the states (more loads in flight, more registers)
 };
 
 // The block: o's (h, b), its channels 64 threads a step; `in_thread` (o's sums) in registers.
@@ -675,16 +695,17 @@ StepBlock step_block_root(Func o, const std::vector<Func> &in_thread, const Cuda
       .reorder(x.t, ro, rv, x.h, x.b)
       .gpu_blocks(x.h, x.b)
       .gpu_threads(rv);
-  for (Func g : in_thread) done.insert(in_registers(g, o, rv, false).name());
+  for (Func g : in_thread) done.insert(in_registers(g, o, ro, false).name());
   done.insert(o.name());
-  return {o, std::max(64, k.threads / 64 * 64)};
+  return {o, std::max(64, k.threads / 64 * 64), std::max(1, k.unroll)};
 }
 
-// f(v, ...) (one value per slot, mode or channel) formed by the block into shared memory, one
-// thread per value. Returns the thread loop.
-Var block_vector(Func f, const StepBlock &blk, std::set<std::string> &done) {
+// f(v, ...) (one value per slot, mode or channel: along its first argument, or along `along`)
+// formed by the block into shared memory, one thread per value. Returns the loop inside the
+// thread, where values that f's element needs are computed.
+Var block_vector(Func f, const StepBlock &blk, std::set<std::string> &done, const Var *along = nullptr) {
   const Vars &x = vars();
-  const Var v = f.args()[0];
+  const Var v = along != nullptr ? *along : f.args()[0];
   Var so(f.name() + "_so"), si(f.name() + "_si");
   f.compute_at(blk.root, x.h)
       .store_in(MemoryType::GPUShared)
@@ -692,7 +713,7 @@ Var block_vector(Func f, const StepBlock &blk, std::set<std::string> &done) {
       .reorder(so, si)
       .gpu_threads(si);
   done.insert(f.name());
-  return si;
+  return so;
 }
 
 // A reduction f(v, ...) over its first reduction variable, as the block's vector (one
@@ -707,8 +728,9 @@ void block_sum(Func f, const StepBlock &blk, std::set<std::string> &done) {
 // `lanes` apart), formed by the block into shared memory, a thread per (lane, v), `unroll`ing
 // each thread's sum; f then adds the lanes (the caller schedules it). `lanes_first`: the
 // lanes are the block's innermost thread index (consecutive threads read consecutive
-// elements along the reduction), else v is.
-void block_lanes(Func f, int lanes, bool lanes_first, bool unroll, const StepBlock &blk,
+// elements along the reduction), else v is. Each thread's loop is unrolled `unroll` times
+// (1: not unrolled).
+void block_lanes(Func f, int lanes, bool lanes_first, int unroll, const StepBlock &blk,
                  std::set<std::string> &done) {
   const Vars &x = vars();
   const std::string p = f.name() + "_lanes";
@@ -734,43 +756,45 @@ void block_lanes(Func f, int lanes, bool lanes_first, bool unroll, const StepBlo
   order.insert(order.end(), rest.begin() + 1, rest.end());
   in.reorder(order);
   in.fuse(lanes_first ? u : vi, lanes_first ? vi : u, t).gpu_threads(t);
-  in_registers(partial, in, t, unroll);
+  in_registers(partial, in, vo, unroll > 1, unroll);
   done.insert({partial.name(), in.name(), f.name()});
 }
 
-// A new state `out` (r, m, h, b) or, complex, (ri, r, m, h, b), written in the block after
-// the output (compute_with): threads over 64 channels (and re, im) × the rest of the block
-// in modes, each thread a loop over its modes, unrolled.
-void block_state_write(Func out, bool complex, const StepBlock &blk, std::set<std::string> &done) {
+// The new states `outs` (r, m, h, b) or, complex, (ri, r, m, h, b), written in the block
+// after the output (compute_with), a phase each: threads over 64 channels (and re, im) × the
+// rest of the block in modes, each thread a loop over its modes, unrolled blk.unroll
+// times. (The two states' loops fused into one phase, compute_with at the thread loop, made
+// Halide 14 fail with an internal error in ScheduleFunctions.)
+void block_state_writes(const std::vector<Func> &outs, bool complex, const StepBlock &blk,
+                        std::set<std::string> &done) {
   const Vars &x = vars();
-  const std::string p = out.name();
-  Var co(p + "_co"), cv(p + "_cv"), so(p + "_so"), sv(p + "_sv"), t(p + "_t"), t2(p + "_t2");
+  Var co("w_co"), cv("w_cv"), so("w_so"), sv("w_sv"), t("w_t"), t2("w_t2");
   const int per_row = complex ? 128 : 64, rows = std::max(1, blk.threads / per_row);
-  out.compute_root()
-      .split(x.r, co, cv, 64, TailStrategy::GuardWithIf)
-      .split(x.m, so, sv, rows, TailStrategy::GuardWithIf);
-  if (complex) {
-    out.bound(x.ri, 0, 2).reorder(so, co, x.ri, cv, sv, x.h, x.b).fuse(x.ri, cv, t2).fuse(t2, sv, t);
-  } else {
-    out.reorder(so, co, cv, sv, x.h, x.b).fuse(cv, sv, t);
+  for (size_t j = 0; j < outs.size(); ++j) {
+    Func out = outs[j];
+    out.compute_root()
+        .split(x.r, co, cv, 64, TailStrategy::GuardWithIf)
+        .split(x.m, so, sv, rows, TailStrategy::GuardWithIf);
+    if (complex) {
+      out.bound(x.ri, 0, 2).reorder(so, co, x.ri, cv, sv, x.h, x.b).fuse(x.ri, cv, t2).fuse(t2, sv, t);
+    } else {
+      out.reorder(so, co, cv, sv, x.h, x.b).fuse(cv, sv, t);
+    }
+    out.gpu_blocks(x.h, x.b).gpu_threads(t).compute_with(blk.root, x.h);
+    unroll_serial(out, so, blk.unroll);
+    done.insert(out.name());
   }
-  out.gpu_blocks(x.h, x.b).gpu_threads(t).compute_with(blk.root, x.h);
-  unroll_serial(out, so);
-  done.insert(p);
 }
 
 void schedule_bla_step_cuda_fused(BlaStepStages &s, const CudaKnobs &k) {
   std::set<std::string> done;
-  // φ of the token at every slot, as in the per-state kernels: one small kernel.
-  gpu_step_kernel(s.writes.phi, k);
-  done.insert(s.writes.phi.name());
   const StepBlock blk = step_block_root(s.o, {s.o_sum, s.den}, k, done);
-  block_lanes(s.z, kStepLanes, true, true, blk, done);        // z's partial sums
-  block_sum(s.z, blk, done);                                   // z
+  block_vector(s.writes.phi, blk, done);  // φ of the token at every slot (rotors in double)
+  block_lanes(s.z, kBlockLanes, true, blk.unroll, blk, done);  // z's partial sums
+  block_sum(s.z, blk, done);                            // z
   done.insert(in_registers(s.zmax, s.ez, block_vector(s.ez, blk, done)).name());  // exponentials
-  block_lanes(s.o_sum, kValueGroups, false, true, blk, done);  // the output's partial sums
-  block_state_write(s.state_k_out, false, blk, done);
-  block_state_write(s.state_v_out, false, blk, done);
+  block_lanes(s.o_sum, kValueGroups, false, blk.unroll, blk, done);  // the output's partial sums
+  block_state_writes({s.state_k_out, s.state_v_out}, false, blk, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out},
                          with(kStepViews, {"gamma_pow", "token_rotor", "anchor_rotor"}), k, done);
 }
@@ -778,6 +802,7 @@ void schedule_bla_step_cuda_fused(BlaStepStages &s, const CudaKnobs &k) {
 void schedule_ida_step_cuda_fused(IdaStepStages &s, const CudaKnobs &k) {
   std::set<std::string> done;
   const StepBlock blk = step_block_root(s.o, {s.o_sum}, k, done);
+  block_vector(s.modes.decay_pow.func(), blk, done, &vars().m);  // Λ of every mode
   // The features, each from a copy in shared memory of what its norm sums over.
   IdaFeatures &f = s.feat;
   for (auto [feature, norm, x] : {std::tuple(f.fq, f.q_ssq, f.q_act), std::tuple(f.kt, f.k_ssq, f.k_act),
@@ -786,17 +811,16 @@ void schedule_ida_step_cuda_fused(IdaStepStages &s, const CudaKnobs &k) {
     block_vector(staged, blk, done);
     done.insert(in_registers(norm, feature, block_vector(feature, blk, done)).name());
   }
-  block_lanes(s.p.func(), kStepLanes, true, true, blk, done);  // p's partial sums
-  block_sum(s.p.func(), blk, done);                              // p = Xk fq
-  // cp = C p sums along C's rows: in lanes, so that consecutive threads read consecutive
-  // elements of a row (one thread per mode read 32 rows per warp); w = C^T cp reads C's
-  // columns, one thread per mode.
-  block_lanes(s.cp.func(), kStepLanes, true, true, blk, done);
-  block_sum(s.cp.func(), blk, done);
-  block_sum(s.w.func(), blk, done);
-  block_lanes(s.o_sum, kValueGroups, false, true, blk, done);  // the output's partial sums
-  block_state_write(s.state_k_out, true, blk, done);
-  block_state_write(s.state_v_out, true, blk, done);
+  block_lanes(s.p.func(), kBlockLanes, true, blk.unroll, blk, done);  // p's partial sums
+  block_sum(s.p.func(), blk, done);                            // p = Xk fq
+  // cp = C p and w = C^T cp, each in lanes along its sum, so that a thread waits on M / 4
+  // of C's elements, not M.
+  for (Func g : {s.cp.func(), s.w.func()}) {
+    block_lanes(g, kBlockLanes, true, blk.unroll, blk, done);
+    block_sum(g, blk, done);
+  }
+  block_lanes(s.o_sum, kValueGroups, false, blk.unroll, blk, done);  // the output's partial sums
+  block_state_writes({s.state_k_out, s.state_v_out}, true, blk, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, kStepViews, k, done);
 }
 

@@ -23,8 +23,10 @@ struct CudaKnobs {
   // Register tiles of the reductions (matmul-like stages): each thread accumulates a
   // tile × tile block of outputs over the first two dimensions; 1: one output per thread.
   int tile = 1;
-  // Decoding steps: 1 = one kernel for the whole step (a block per head and sequence).
+  // Decoding steps: 1 = one kernel for the whole step (a block per head and sequence), whose
+  // threads' loops over the states are unrolled `unroll` times.
   int fused = 0;
+  int unroll = 8;
 };
 
 }  // namespace fsattn
