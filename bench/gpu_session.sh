@@ -6,7 +6,8 @@
 #   bash bench/gpu_session.sh [tests|sanitize|huge|tune|bench|profile|peers ...]
 # (default: tests sanitize bench peers; huge: the >2^31-element CPU test, which needs
 # ~31 GB of memory; bench times what BENCH_FILTER matches, by default 'cuda|step'; tune:
-# fsattn-tune over every variant at its default shapes, CPU and GPU, writing tuning.json;
+# fsattn-tune over every variant at its default shapes, CPU and GPU (or as TUNE_ARGS says,
+# e.g. '--device cuda --op ida_step'), writing tuning.json;
 # profile: per-kernel times of one call of each default forward at the benchmark shape, from Nsight
 # Compute; peers also times SDPA flash attention against sequence length for bench/plot.py).
 # Logs and results go to $OUT (or ./gpu-results).
@@ -37,7 +38,7 @@ for step in "${steps[@]}"; do
         grep -E "elements|OK \]|FAILED|PASSED|Maximum resident" | tee -a "$log"
       echo "huge_shape_test: ${SECONDS} s" | tee -a "$log" ;;
     tune)
-      timeout 400 .device/fsattn-tune --out "$OUT/tuning.json" 2>&1 | tee -a "$log" ;;
+      timeout 400 .device/fsattn-tune ${TUNE_ARGS:-} --out "$OUT/tuning.json" 2>&1 | tee -a "$log" ;;
     bench)
       timeout 400 .device/fsattn-bench --benchmark_filter="${BENCH_FILTER:-cuda|step}" --benchmark_out="$OUT/bench.json" \
         --benchmark_out_format=json 2>&1 | tee -a "$log" | grep -E "cuda|step|Run" ;;
