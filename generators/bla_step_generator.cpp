@@ -3,18 +3,14 @@
 #include "schedules/cpu.h"
 #include "schedules/cuda.h"
 #include "step.h"
+#include "step_generator_params.h"
 
 using namespace Halide;
 
 namespace fsattn {
 
-class BlaStepGenerator : public Generator<BlaStepGenerator> {
+class BlaStepGenerator : public Generator<BlaStepGenerator>, public StepGeneratorParams {
  public:
-  GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
-  GeneratorParam<int> threads{"threads", 128};  // CUDA threads per block
-  GeneratorParam<int> fused{"fused", 0};        // CUDA: 1 = the whole step one kernel
-  GeneratorParam<int> unroll{"unroll", 8};      // CUDA, fused: unrolling of the state loops
-
   Input<Buffer<float>> q{"q", 4};                  // [B,1,H,Dk] as (d, h, t, b)
   Input<Buffer<float>> k{"k", 4};                  // [B,1,H,Dk] as (d, h, t, b)
   Input<Buffer<float>> v{"v", 4};                  // [B,1,H,Dv] as (r, h, t, b)
@@ -36,8 +32,8 @@ class BlaStepGenerator : public Generator<BlaStepGenerator> {
     // they are read through a clamp on the channel, see ida_step. (Reading the key state
     // through clamps on channel and slot, as every read once was, the key state's kernel ran
     // about 220 instructions for 8 channels, where it now runs about 60.)
-    const bool cuda = get_target().has_feature(Target::CUDA) && !fused;  // (the fused kernel guards its loops)
-    BlaStepInputs in{q, k, clamped_view(v, {0}, cuda), log_gamma, state_k, clamped_view(state_v, {0}, cuda),
+    const bool clamp = clamps_value_reads(get_target());
+    BlaStepInputs in{q, k, clamped_view(v, {0}, clamp), log_gamma, state_k, clamped_view(state_v, {0}, clamp),
                      phase, period, modes, slots, scale, q.dim(0).extent(), v.dim(0).extent()};
     stages = bla_step_algorithm(in);
     o = stages.o;
@@ -53,16 +49,10 @@ class BlaStepGenerator : public Generator<BlaStepGenerator> {
 
   void schedule() {
     if (get_target().has_feature(Target::CUDA)) {
-      CudaKnobs gpu;
-      gpu.threads = threads;
-      gpu.fused = fused;
-      gpu.unroll = unroll;
-      schedule_bla_step_cuda(stages, gpu);
+      schedule_bla_step_cuda(stages, cuda_knobs());
       return;
     }
-    CpuKnobs k;
-    k.vector = vector > 0 ? int(vector) : get_target().natural_vector_size<float>();
-    schedule_bla_step_cpu(stages, k);
+    schedule_bla_step_cpu(stages, cpu_knobs(get_target()));
   }
 
  private:

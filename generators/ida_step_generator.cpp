@@ -3,18 +3,14 @@
 #include "schedules/cpu.h"
 #include "schedules/cuda.h"
 #include "step.h"
+#include "step_generator_params.h"
 
 using namespace Halide;
 
 namespace fsattn {
 
-class IdaStepGenerator : public Generator<IdaStepGenerator> {
+class IdaStepGenerator : public Generator<IdaStepGenerator>, public StepGeneratorParams {
  public:
-  GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
-  GeneratorParam<int> threads{"threads", 128};  // CUDA threads per block
-  GeneratorParam<int> fused{"fused", 0};        // CUDA: 1 = the whole step one kernel
-  GeneratorParam<int> unroll{"unroll", 8};      // CUDA, fused: unrolling of the state loops
-
   Input<Buffer<float>> q{"q", 4};            // [B,1,H,Dk] as (d, h, t, b)
   Input<Buffer<float>> k{"k", 4};            // [B,1,H,Dk] as (d, h, t, b)
   Input<Buffer<float>> v{"v", 4};            // [B,1,H,Dv] as (r, h, t, b)
@@ -42,9 +38,9 @@ class IdaStepGenerator : public Generator<IdaStepGenerator> {
     // formed once per thread; the values past Dv reach no output). Every other read is
     // bounded by the true sizes, and is not clamped: a clamp in a loop costs a min, a max and
     // a 64-bit index per load (see bla_step).
-    const bool cuda = get_target().has_feature(Target::CUDA) && !fused;  // (the fused kernel guards its loops)
+    const bool clamp = clamps_value_reads(get_target());
     IdaStepInputs in{q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k,
-                     clamped_view(state_v, {1}, cuda), eps, q.dim(0).extent(), v.dim(0).extent(),
+                     clamped_view(state_v, {1}, clamp), eps, q.dim(0).extent(), v.dim(0).extent(),
                      a_im.dim(0).extent()};
     stages = ida_step_algorithm(in);
     o = stages.o;
@@ -63,16 +59,10 @@ class IdaStepGenerator : public Generator<IdaStepGenerator> {
 
   void schedule() {
     if (get_target().has_feature(Target::CUDA)) {
-      CudaKnobs gpu;
-      gpu.threads = threads;
-      gpu.fused = fused;
-      gpu.unroll = unroll;
-      schedule_ida_step_cuda(stages, gpu);
+      schedule_ida_step_cuda(stages, cuda_knobs());
       return;
     }
-    CpuKnobs k;
-    k.vector = vector > 0 ? int(vector) : get_target().natural_vector_size<float>();
-    schedule_ida_step_cpu(stages, k);
+    schedule_ida_step_cpu(stages, cpu_knobs(get_target()));
   }
 
  private:

@@ -770,8 +770,7 @@ void block_state_writes(const std::vector<Func> &outs, bool complex, const StepB
   const Vars &x = vars();
   Var co("w_co"), cv("w_cv"), so("w_so"), sv("w_sv"), t("w_t"), t2("w_t2");
   const int per_row = complex ? 128 : 64, rows = std::max(1, blk.threads / per_row);
-  for (size_t j = 0; j < outs.size(); ++j) {
-    Func out = outs[j];
+  for (Func out : outs) {
     out.compute_root()
         .split(x.r, co, cv, 64, TailStrategy::GuardWithIf)
         .split(x.m, so, sv, rows, TailStrategy::GuardWithIf);

@@ -215,9 +215,9 @@ fsattn_status cuda_target(const char *function, void *stream, CudaTarget *t) {
 }
 
 fsattn_status check_device_memory(const CudaTarget &t, const char *function, const std::vector<DeviceRange> &ranges) {
-  // One context push for the call and one driver query per distinct pointer: a decode step
-  // passes up to 17 pointers, and with a push, cuPointerGetAttribute, cuMemGetAddressRange and
-  // a pop for each, the checks were a large part of a step's host time.
+  // One context push for the call and one driver query per distinct pointer (a decode step
+  // passes up to 17 pointers, its states twice; each once cost a push, cuPointerGetAttribute,
+  // cuMemGetAddressRange and a pop).
   const cu::Driver *d = cu::driver(nullptr);
   ScopedContext scope(*d, t.context);
   for (size_t i = 0; i < ranges.size(); ++i) {
@@ -225,7 +225,9 @@ fsattn_status check_device_memory(const CudaTarget &t, const char *function, con
     bool seen = false;
     for (size_t j = 0; j < i && !seen; ++j) seen = ranges[j].ptr == r.ptr && ranges[j].bytes >= r.bytes;
     if (seen) continue;
-    const std::string what = std::string(function) + ": " + r.name;
+    auto refuse = [&](const std::string &why) {
+      return fail(FSATTN_ERROR_INVALID_ARGUMENT, std::string(function) + ": " + r.name + why);
+    };
     const cu::DevicePtr p = cu::DevicePtr(reinterpret_cast<uintptr_t>(r.ptr));
     unsigned type = 0;
     cu::DevicePtr base = 0;
@@ -236,16 +238,12 @@ fsattn_status check_device_memory(const CudaTarget &t, const char *function, con
     // (Memory the driver does not know reads as type 0, with success.)
     const cu::Result res = scope.ok() ? d->PointerGetAttributes(3, attributes, values, p) : cu::Result(-1);
     if (res != cu::kSuccess || type == 0) {
-      return fail(FSATTN_ERROR_INVALID_ARGUMENT,
-                  what + " is not CUDA memory (exec->device is CUDA: pointers must be device memory)");
+      return refuse(" is not CUDA memory (exec->device is CUDA: pointers must be device memory)");
     }
-    if (type == cu::kMemoryTypeHost) {
-      return fail(FSATTN_ERROR_INVALID_ARGUMENT, what + " is pinned host memory; CUDA calls take device memory");
-    }
+    if (type == cu::kMemoryTypeHost) return refuse(" is pinned host memory; CUDA calls take device memory");
     if (size != 0 && p + r.bytes > base + size) {
-      return fail(FSATTN_ERROR_INVALID_ARGUMENT, what + " needs " + std::to_string(r.bytes) +
-                                                     " bytes, but its allocation has " + std::to_string(base + size - p) +
-                                                     " from that address");
+      return refuse(" needs " + std::to_string(r.bytes) + " bytes, but its allocation has " +
+                    std::to_string(base + size - p) + " from that address");
     }
   }
   return FSATTN_OK;

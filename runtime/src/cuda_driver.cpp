@@ -43,9 +43,7 @@ Loaded load() {
   bind(lib, "cuCtxPushCurrent_v2", d.CtxPushCurrent, w);
   bind(lib, "cuCtxPopCurrent_v2", d.CtxPopCurrent, w);
   bind(lib, "cuCtxSynchronize", d.CtxSynchronize, w);
-  bind(lib, "cuPointerGetAttribute", d.PointerGetAttribute, w);
   bind(lib, "cuPointerGetAttributes", d.PointerGetAttributes, w);
-  bind(lib, "cuMemGetAddressRange_v2", d.MemGetAddressRange, w);
   bind(lib, "cuMemAlloc_v2", d.MemAlloc, w);
   bind(lib, "cuMemFree_v2", d.MemFree, w);
   bind(lib, "cuMemsetD32Async", d.MemsetD32Async, w);

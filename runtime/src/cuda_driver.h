@@ -38,9 +38,7 @@ struct Driver {
   Result (*CtxPushCurrent)(Context ctx);
   Result (*CtxPopCurrent)(Context *ctx);
   Result (*CtxSynchronize)();
-  Result (*PointerGetAttribute)(void *data, int attribute, DevicePtr ptr);
   Result (*PointerGetAttributes)(unsigned count, int *attributes, void **data, DevicePtr ptr);
-  Result (*MemGetAddressRange)(DevicePtr *base, size_t *size, DevicePtr ptr);
   Result (*MemAlloc)(DevicePtr *ptr, size_t bytes);
   Result (*MemFree)(DevicePtr ptr);
   Result (*MemsetD32Async)(DevicePtr ptr, unsigned value, size_t count, Stream stream);

@@ -255,15 +255,16 @@ TEST(CudaStreams, TwoStreamsRunDifferentCallsConcurrently) {
 
 // ---- decode steps ------------------------------------------------------------------------
 
-// Each step of a token sequence, on the GPU (`variant`) and on the CPU, states in place on
-// both. The shapes: modes, slots and channels below 16, odd counts above it, and the largest
-// features.
-void check_ida_steps_against_cpu(ref::IdaShape shape, const std::string &variant) {
-  const IdaCase c = make_ida_case(shape, 41, true);
+// Each step of case c's token sequence, on the GPU (`variant`) and on the CPU, states in
+// place on both: step(exec, dims, t, q, k, v, state_k, state_v, o) makes token t's call of
+// the mixer's step function on exec's device (with that device's parameters). The shapes
+// (below): modes, slots and channels below 16, odd counts above it, the largest features,
+// and one of everything.
+template <typename Case, typename Step>
+void check_steps_against_cpu(const Case &c, DeviceArena &a, const std::string &variant, const char *mixer,
+                             const Step &step) {
   const fsattn_exec cpu{FSATTN_DEVICE_CPU, nullptr, nullptr}, gpu_exec = cuda_exec(nullptr, variant.c_str());
   std::vector<float> sk = c.state_k.f, sv = c.state_v.f;
-  DeviceArena a;
-  const fsattn_ida_params p = device_params(a, c), p_host = c.params();
   float *dsk = a.up(sk), *dsv = a.up(sv);
   fsattn_dims dims = c.dims();
   dims.seqlen = 1;
@@ -273,39 +274,38 @@ void check_ida_steps_against_cpu(ref::IdaShape shape, const std::string &variant
     const Tensor32 v = slice_tokens(c.v, s.B, s.T, s.H, s.Dv, t, t + 1);
     std::vector<float> o(s.B * s.H * s.Dv, NAN);
     float *od = a.out(o.size());
-    ASSERT_EQ(FSATTN_OK, fsattn_ida_step(&cpu, &dims, &p_host, q.ptr(), k.ptr(), v.ptr(), sk.data(), sv.data(), o.data()));
-    ASSERT_EQ(FSATTN_OK, fsattn_ida_step(&gpu_exec, &dims, &p, a.up(q), a.up(k), a.up(v), dsk, dsv, od))
-        << fsattn_last_error();
-    EXPECT_LE(rel_error(a.down(od), o), kForwardTol) << variant << ": IDA o at token " << t;
+    ASSERT_EQ(FSATTN_OK, step(cpu, dims, t, q.ptr(), k.ptr(), v.ptr(), sk.data(), sv.data(), o.data()));
+    ASSERT_EQ(FSATTN_OK, step(gpu_exec, dims, t, a.up(q), a.up(k), a.up(v), dsk, dsv, od)) << fsattn_last_error();
+    EXPECT_LE(rel_error(a.down(od), o), kForwardTol) << variant << ": " << mixer << " o at token " << t;
   }
   EXPECT_LE(rel_error(a.down(dsk), sk), kForwardTol) << variant;
   EXPECT_LE(rel_error(a.down(dsv), sv), kForwardTol) << variant;
 }
 
+void check_ida_steps_against_cpu(ref::IdaShape shape, const std::string &variant) {
+  const IdaCase c = make_ida_case(shape, 41, true);
+  DeviceArena a;
+  const fsattn_ida_params p_host = c.params(), p_dev = device_params(a, c);
+  check_steps_against_cpu(c, a, variant, "IDA",
+                          [&](const fsattn_exec &e, const fsattn_dims &d, int64_t, const float *q, const float *k,
+                              const float *v, float *sk, float *sv, float *o) {
+                            const fsattn_ida_params *p = e.device == FSATTN_DEVICE_CUDA ? &p_dev : &p_host;
+                            return fsattn_ida_step(&e, &d, p, q, k, v, sk, sv, o);
+                          });
+}
+
 void check_bla_steps_against_cpu(ref::BlaShape shape, const std::string &variant) {
   const BlaCase c = make_bla_case(shape, 77, 42, 0.9, true);
-  const fsattn_exec cpu{FSATTN_DEVICE_CPU, nullptr, nullptr}, gpu_exec = cuda_exec(nullptr, variant.c_str());
-  std::vector<float> sk = c.state_k.f, sv = c.state_v.f;
   DeviceArena a;
-  fsattn_bla_params p = c.params(), p_dev = p;
-  p_dev.log_gamma = a.up(c.log_gamma);
-  float *dsk = a.up(sk), *dsv = a.up(sv);
-  fsattn_dims dims = c.dims();
-  dims.seqlen = 1;
-  const auto &s = c.s;
-  for (int64_t t = 0; t < s.T; ++t) {
-    p.pos0 = p_dev.pos0 = c.pos0 + t;
-    const Tensor32 q = slice_tokens(c.q, s.B, s.T, s.H, s.Dk, t, t + 1), k = slice_tokens(c.k, s.B, s.T, s.H, s.Dk, t, t + 1);
-    const Tensor32 v = slice_tokens(c.v, s.B, s.T, s.H, s.Dv, t, t + 1);
-    std::vector<float> o(s.B * s.H * s.Dv, NAN);
-    float *od = a.out(o.size());
-    ASSERT_EQ(FSATTN_OK, fsattn_bla_step(&cpu, &dims, &p, q.ptr(), k.ptr(), v.ptr(), sk.data(), sv.data(), o.data()));
-    ASSERT_EQ(FSATTN_OK, fsattn_bla_step(&gpu_exec, &dims, &p_dev, a.up(q), a.up(k), a.up(v), dsk, dsv, od))
-        << fsattn_last_error();
-    EXPECT_LE(rel_error(a.down(od), o), kForwardTol) << variant << ": BLA o at token " << t;
-  }
-  EXPECT_LE(rel_error(a.down(dsk), sk), kForwardTol) << variant;
-  EXPECT_LE(rel_error(a.down(dsv), sv), kForwardTol) << variant;
+  const float *log_gamma_dev = a.up(c.log_gamma);
+  check_steps_against_cpu(c, a, variant, "BLA",
+                          [&](const fsattn_exec &e, const fsattn_dims &d, int64_t t, const float *q, const float *k,
+                              const float *v, float *sk, float *sv, float *o) {
+                            fsattn_bla_params p = c.params();
+                            p.pos0 = c.pos0 + t;
+                            if (e.device == FSATTN_DEVICE_CUDA) p.log_gamma = log_gamma_dev;
+                            return fsattn_bla_step(&e, &d, &p, q, k, v, sk, sv, o);
+                          });
 }
 
 class IdaStepCuda : public ::testing::TestWithParam<std::string> {};
