@@ -124,6 +124,7 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
       return;
     }
     if (get_target().has_feature(Target::CUDA)) {
+      mins_at_zero(q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk, dv, d_gk, d_bk, d_gv, d_bv, d_log_dt, d_a_re_log, d_a_im, d_b_mode, d_c_mix, d_state_k_in, d_state_v_in);
       schedule_ida_backward_cuda(stages, sums, cuda_knobs());
     } else {
       schedule_ida_backward_cpu(stages, cpu_knobs(get_target()));

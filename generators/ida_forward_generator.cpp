@@ -88,6 +88,7 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator>, public ScanGe
     }
 
     if (get_target().has_feature(Target::CUDA)) {
+      mins_at_zero(q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k_in, state_v_in, o, state_k_out, state_v_out);
       schedule_ida_forward_cuda(stages, cuda_knobs());
     } else {
       schedule_ida_forward_cpu(stages, cpu_knobs(get_target()));

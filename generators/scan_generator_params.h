@@ -43,6 +43,17 @@ class ScanGeneratorParams {
     return k;
   }
 
+  // Every buffer's mins stated to be 0, as the runtime passes them (runtime/src/calls.cpp):
+  // the CUDA kernels' indices into their stages are then known multiples of the aligned row
+  // lengths, which their vector loads need (schedules/cuda.cpp, step_tile_reduction).
+  template <typename... Buffers>
+  static void mins_at_zero(Buffers &...buffers) {
+    auto zero = [](auto &b) {
+      for (int d = 0; d < b.dimensions(); ++d) b.dim(d).set_min(0);
+    };
+    (zero(buffers), ...);
+  }
+
   // Adams2019's default beam (32) exhausts 24 GiB on these pipelines and beams 1-2 emit
   // schedules Halide rejects; 4 works (2-4 min per kernel on 2 cores). Read when the
   // autoscheduler runs, after schedule().
