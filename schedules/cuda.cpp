@@ -505,6 +505,15 @@ void gpu_chunk_rows(Func f, const std::vector<Func> &sums, Func rows, const std:
   done.insert(f.name());
 }
 
+// IDA's decay tables Λ_m^n (n, m, h), their rows of L + 1 powers padded to a multiple of 4
+// floats. Measured on the H200 (B=8 T=4096 H=16 M=64, chunk 32): the key read within the
+// chunk, which reads Λ at each pair's lag, took 1.09 ms instead of 1.52, and the read's sum
+// of its parts (Λ at each token's age) 0.21 ms instead of 0.34; the forward 8.81 ms instead
+// of 9.36.
+void aligned_decay_rows(std::initializer_list<CxFunc *> tables) {
+  for (CxFunc *t : tables) t->func().align_bounds(vars().n, kStep);
+}
+
 }  // namespace
 
 void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
@@ -516,10 +525,12 @@ void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
   gpu_chunk_rows(f.fq, {f.q_ssq}, f.q_act, {f.q_ssq, f.fq}, k, done);
   gpu_chunk_rows(f.kt, {f.k_ssq}, f.k_act, {f.k_ssq, f.kt}, k, done);
   gpu_chunk_rows(f.vt, {f.v_msq}, f.v, {f.v_msq, f.vt}, k, done);
+  aligned_decay_rows({&s.modes.decay_pow});
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"*_chunked", "o_out"}), k, done);
 }
 
 void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &sums, const CudaKnobs &k) {
+  aligned_decay_rows({&s.fwd.modes.decay_pow, &s.conj_decay});
   schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, k);
 }
 
