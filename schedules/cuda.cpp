@@ -222,15 +222,15 @@ std::map<std::string, std::vector<std::vector<Expr>>> update_calls(const Func &f
 // it was four scalar loads. (The tiles are bound by the L1 pipe's throughput, 98% in Nsight
 // Compute on the H200: a vector load uses it once for four values.)
 //
-// Measured per kernel on the H200 (B=8 T=4096 H=16, D=S=M=64, chunk 32, 4 × 4 tiles), where
-// it is applied: BLA's key read through the state 845 -> 661 µs, its within-chunk products
-// 427 -> 335, the carries 473 -> 305 each; the value read through the state 424 -> 442 (its
-// state's copy along the tile's channels). Where it is not: the causal sums (masked by token)
-// are stepped but not copied (their copies went to local memory, indexed at run time), and
-// were faster so (IDA's key read within the chunk 1.89 -> 1.09 ms, BLA's two 0.40 -> 0.34 ms;
-// IDA's value read 0.32 -> 0.36 ms); complex sums and operands are left as they were (stepped,
-// IDA's mixing took 1.08 -> 1.59 ms, its read through the state 0.89 -> 1.29 ms, from the
-// registers that twice as many values need; copied as well, 1.94 and 1.30 ms).
+// Measured per kernel with Nsight Compute on the H200 (B=8 T=4096 H=16, D=S=M=64, chunk 32,
+// 4 × 4 tiles), where it is applied: BLA's key read through the state 845 -> 660 µs, its
+// within-chunk product 427 -> 335, the carries 473 -> 296 each; the value read through the
+// state 424 -> 432 (its state's copy along the tile's channels). The causal sums (masked by
+// token) are stepped but not copied (their copies went to local memory, indexed at run time),
+// and were faster so: IDA's key read within the chunk 1.89 -> 1.52 ms, BLA's two 0.40 -> 0.34
+// ms (but IDA's value read 0.32 -> 0.37 ms). Complex sums and operands are left as they were:
+// stepped, IDA's mixing took 1.08 -> 1.59 ms and its read through the state 0.89 -> 1.29 ms
+// (twice as many values in registers); copied as well, 1.94 and 1.30 ms.
 constexpr int kStep = 4;
 void step_tile_reduction(Func f, int tile, const std::set<std::string> &stored_stages) {
   const std::vector<Var> a = f.args();
