@@ -45,7 +45,7 @@ class ScanGeneratorParams {
 
   // Every buffer's mins stated to be 0, as the runtime passes them (runtime/src/calls.cpp):
   // the CUDA kernels' indices into their stages are then known multiples of the aligned row
-  // lengths, which their vector loads need (schedules/cuda.cpp, step_tile_reduction).
+  // lengths, which their vector loads need (schedules/cuda.cpp, vector_tile_reduction).
   template <typename... Buffers>
   static void mins_at_zero(Buffers &...buffers) {
     auto zero = [](auto &b) {

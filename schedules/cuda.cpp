@@ -213,14 +213,14 @@ std::map<std::string, std::vector<std::vector<Expr>>> update_calls(const Func &f
   return calls.args;
 }
 
-// A register tile's reduction in steps of kStep of its first loop, unrolled, and the operands
-// that it reads from stored stages loaded kStep values at a time. Each thread's step first
-// copies what it reads of each such operand into registers, a vector along the operand's
-// contiguous dimension where that is the reduction's (kStep values a step) or the tile's
-// (tile values), then multiplies from the copies; the operand's rows are aligned to kStep
-// (align_bounds, and mins at 0: mins_at_zero), so a copy is one 128-bit load (PTX ld.v4) where
-// it was four scalar loads. (The tiles are bound by the L1 pipe's throughput, 98% in Nsight
-// Compute on the H200: a vector load uses it once for four values.)
+// A register tile's reduction in steps of kReductionStep of its first loop, unrolled, and the
+// operands that it reads from stored stages loaded kReductionStep values at a time. Each
+// thread's step first copies what it reads of each such operand into registers, a vector along
+// the operand's contiguous dimension where that is the reduction's (kReductionStep values a
+// step) or the tile's (tile values), then multiplies from the copies; the operand's rows are
+// aligned to kReductionStep (align_bounds, and mins at 0: mins_at_zero), so a copy is one
+// 128-bit load (PTX ld.v4) where it was four scalar loads. (The tiles are bound by the L1 pipe's
+// throughput, 98% in Nsight Compute on the H200: a vector load uses it once for four values.)
 //
 // Measured per kernel with Nsight Compute on the H200 (B=8 T=4096 H=16, D=S=M=64, chunk 32,
 // 4 × 4 tiles), where it is applied: BLA's key read through the state 845 -> 660 µs, its
@@ -231,25 +231,25 @@ std::map<std::string, std::vector<std::vector<Expr>>> update_calls(const Func &f
 // ms (but IDA's value read 0.32 -> 0.37 ms). Complex sums and operands are left as they were:
 // stepped, IDA's mixing took 1.08 -> 1.59 ms and its read through the state 0.89 -> 1.29 ms
 // (twice as many values in registers); copied as well, 1.94 and 1.30 ms.
-constexpr int kStep = 4;
-void step_tile_reduction(Func f, int tile, const std::set<std::string> &stored_stages) {
+constexpr int kReductionStep = 4;
+void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored_stages) {
   const std::vector<Var> a = f.args();
   for (int u = 0; u < f.num_update_definitions(); ++u) {
     const std::vector<RVar> rv = f.rvars(u);
     if (rv.empty()) continue;
     const bool causal = !Internal::is_const_one(f.function().update(u).predicate());
-    // Values of each index that a thread's step reads: kStep of the reduction's, tile of the
-    // tile's, 1 of an index that involves neither; 0: an index that mixes them.
+    // Values of each index that a thread's step reads: kReductionStep of the reduction's, tile
+    // of the tile's, 1 of an index that involves neither; 0: an index that mixes them.
     auto extent = [&](const Expr &e) {
       const Internal::Variable *v = e.as<Internal::Variable>();
-      if (v != nullptr && v->name == rv[0].name()) return kStep;
+      if (v != nullptr && v->name == rv[0].name()) return kReductionStep;
       if (v != nullptr && (v->name == a[0].name() || v->name == a[1].name())) return tile;
       const bool mixes = Internal::expr_uses_var(e, rv[0].name()) || Internal::expr_uses_var(e, a[0].name()) ||
                          Internal::expr_uses_var(e, a[1].name());
       return mixes ? 0 : 1;
     };
-    // The operands to copy: real stored stages read in one shape, kStep wide along the first
-    // dimension (as extents per dimension).
+    // The operands to copy: real stored stages read in one shape, kReductionStep wide along
+    // the first dimension (as extents per dimension).
     const std::map<std::string, Internal::Function> callees = Internal::find_direct_calls(f.function());
     std::vector<std::pair<Internal::Function, std::vector<int>>> copied;
     for (const auto &[name, calls] : update_calls(f, u)) {
@@ -263,18 +263,18 @@ void step_tile_reduction(Func f, int tile, const std::set<std::string> &stored_s
         }
         return true;
       });
-      if (regular && !extents.empty() && extents[0] == kStep) copied.emplace_back(g, extents);
+      if (regular && !extents.empty() && extents[0] == kReductionStep) copied.emplace_back(g, extents);
     }
     if (!causal && copied.empty()) continue;
     const std::string p = f.name() + "_step" + std::to_string(u);
     const RVar ro(p + "_ro"), ri(p + "_ri");
-    f.update(u).split(rv[0], ro, ri, kStep, TailStrategy::GuardWithIf).unroll(ri);
+    f.update(u).split(rv[0], ro, ri, kReductionStep, TailStrategy::GuardWithIf).unroll(ri);
     for (auto &[g, extents] : copied) {
       // A tiled operand is read through its stored copy (its global wrapper).
       const auto &wrappers = g.schedule().wrappers();
       const auto global = wrappers.find("");
       Func stored = global != wrappers.end() ? Func(Internal::Function(global->second)) : Func(g);
-      stored.align_bounds(stored.args()[0], kStep);
+      stored.align_bounds(stored.args()[0], kReductionStep);
       Func copy = stored.in(f);
       const std::vector<Var> ca = copy.args();
       copy.compute_at(f, ro).store_in(MemoryType::Register);
@@ -453,7 +453,7 @@ void schedule_pipeline_cuda(const std::vector<Func> &outputs, const std::set<std
   // Once every stage has its schedule (which operands are stored is known):
   for (auto &[name, f] : pipeline_funcs(outputs)) {
     if (stored.count(name) != 0 && !is_token_sum(f) && is_reduction(f) && tiles_within_chunks(f)) {
-      step_tile_reduction(f, std::max(1, k.tile), stored);
+      vector_tile_reduction(f, std::max(1, k.tile), stored);
     }
   }
 }
@@ -511,7 +511,7 @@ void gpu_chunk_rows(Func f, const std::vector<Func> &sums, Func rows, const std:
 // of its parts (Λ at each token's age) 0.21 ms instead of 0.34; the forward 8.81 ms instead
 // of 9.36.
 void aligned_decay_rows(std::initializer_list<CxFunc *> tables) {
-  for (CxFunc *t : tables) t->func().align_bounds(vars().n, kStep);
+  for (CxFunc *t : tables) t->func().align_bounds(vars().n, kReductionStep);
 }
 
 }  // namespace
