@@ -238,6 +238,7 @@ void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored
     const std::vector<RVar> rv = f.rvars(u);
     if (rv.empty()) continue;
     const bool causal = !Internal::is_const_one(f.function().update(u).predicate());
+    const bool copies = !causal && f.outputs() == 1;
     // Values of each index that a thread's step reads: kReductionStep of the reduction's, tile
     // of the tile's, 1 of an index that involves neither; 0: an index that mixes them.
     auto extent = [&](const Expr &e) {
@@ -254,7 +255,7 @@ void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored
     std::vector<std::pair<Internal::Function, std::vector<int>>> copied;
     for (const auto &[name, calls] : update_calls(f, u)) {
       const Internal::Function g = callees.at(name);
-      if (causal || f.outputs() > 1 || stored_stages.count(name) == 0 || g.outputs() > 1) continue;
+      if (!copies || stored_stages.count(name) == 0 || g.outputs() > 1) continue;
       std::vector<int> extents;
       for (const Expr &e : calls[0]) extents.push_back(extent(e));
       const bool regular = std::all_of(calls.begin(), calls.end(), [&](const std::vector<Expr> &args) {
@@ -380,14 +381,15 @@ void gpu_token_sum(Func f, const CudaKnobs &k) {
   }
 }
 
-void gpu_root(Func f, const CudaKnobs &k, bool is_output) {
+// Returns whether f became register tiles.
+bool gpu_root(Func f, const CudaKnobs &k, bool is_output) {
   if (!is_output && is_token_sum(f)) {
     gpu_token_sum(f, k);
-    return;
+    return false;
   }
   if (!is_output && is_reduction(f) && tiles_within_chunks(f)) {
     gpu_tiled_reduction(f, k);
-    return;
+    return true;
   }
   // Other reductions (per head or batch element: sums for the parameter gradients, norms)
   // accumulate in their own buffer, one thread per element.
@@ -398,6 +400,7 @@ void gpu_root(Func f, const CudaKnobs &k, bool is_output) {
   for (int u = 0; u < f.num_update_definitions(); ++u) {
     gpu_stage(f.update(u), pure_vars(f, u), threads, p + "_s" + std::to_string(u + 1));
   }
+  return false;
 }
 
 // Every Func the outputs depend on, by name.
@@ -436,6 +439,7 @@ void schedule_pipeline_cuda(const std::vector<Func> &outputs, const std::set<std
     return false;
   };
   std::set<std::string> stored;  // the stages computed at root here, outputs aside
+  std::vector<Func> tiled;        // those of them that became register tiles
   for (auto &[func_name, f] : pipeline_funcs(outputs)) {
     const std::string name = func_name;  // (a structured binding cannot be captured in C++17)
     const bool is_output = std::any_of(outputs.begin(), outputs.end(), [&](const Func &o) { return o.name() == name; });
@@ -447,15 +451,11 @@ void schedule_pipeline_cuda(const std::vector<Func> &outputs, const std::set<std
     if (list) std::fprintf(stderr, "  stage %-28s %s\n", name.c_str(),
                            inline_it ? "inline" : is_output ? "output" : is_reduction(f) && tiles_within_chunks(f) ? "tiles" : "root");
     if (inline_it) continue;
-    gpu_root(f, k, is_output);
+    if (gpu_root(f, k, is_output)) tiled.push_back(f);
     if (!is_output) stored.insert(name);
   }
   // Once every stage has its schedule (which operands are stored is known):
-  for (auto &[name, f] : pipeline_funcs(outputs)) {
-    if (stored.count(name) != 0 && !is_token_sum(f) && is_reduction(f) && tiles_within_chunks(f)) {
-      vector_tile_reduction(f, std::max(1, k.tile), stored);
-    }
-  }
+  for (const Func &f : tiled) vector_tile_reduction(f, std::max(1, k.tile), stored);
 }
 
 // Pointwise views shared by every scan pipeline: the inputs' boundary conditions, the states
