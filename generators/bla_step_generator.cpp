@@ -34,9 +34,7 @@ class BlaStepGenerator : public Generator<BlaStepGenerator>, public StepGenerato
     // about 220 instructions for 8 channels, where it now runs about 60.)
     const bool clamp = clamps_value_reads(get_target());
     BlaStepInputs in{q, k, clamped_view(v, {0}, clamp), log_gamma, state_k, clamped_view(state_v, {0}, clamp),
-                     phase, period, modes, slots, scale, channels(get_target(), q.dim(0).extent()),
-                     channels(get_target(), v.dim(0).extent())};
-    for (auto *b : {&q, &k, &v, &state_k, &state_v}) vector_rows(get_target(), *b, false, true);
+                     phase, period, modes, slots, scale, q.dim(0).extent(), v.dim(0).extent()};
     stages = bla_step_algorithm(in);
     o = stages.o;
     state_k_out = stages.state_k_out;
@@ -46,7 +44,6 @@ class BlaStepGenerator : public Generator<BlaStepGenerator>, public StepGenerato
     o.dim(0).set_bounds(0, in.dv).dim(1).set_bounds(0, H).dim(2).set_bounds(0, 1).dim(3).set_bounds(0, B);
     for (auto [out, channels] : {std::pair(&state_k_out, in.dk), std::pair(&state_v_out, in.dv)}) {
       out->dim(0).set_bounds(0, channels).dim(1).set_bounds(0, slots).dim(2).set_bounds(0, H).dim(3).set_bounds(0, B);
-      vector_rows(get_target(), *out, false, false);
     }
   }
 

@@ -40,10 +40,8 @@ class IdaStepGenerator : public Generator<IdaStepGenerator>, public StepGenerato
     // a 64-bit index per load (see bla_step).
     const bool clamp = clamps_value_reads(get_target());
     IdaStepInputs in{q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k,
-                     clamped_view(state_v, {1}, clamp), eps, channels(get_target(), q.dim(0).extent()),
-                     channels(get_target(), v.dim(0).extent()), a_im.dim(0).extent()};
-    for (auto *b : {&q, &k, &v}) vector_rows(get_target(), *b, false, true);
-    for (auto *b : {&state_k, &state_v}) vector_rows(get_target(), *b, true, true);
+                     clamped_view(state_v, {1}, clamp), eps, q.dim(0).extent(), v.dim(0).extent(),
+                     a_im.dim(0).extent()};
     stages = ida_step_algorithm(in);
     o = stages.o;
     state_k_out = stages.state_k_out;
@@ -56,7 +54,6 @@ class IdaStepGenerator : public Generator<IdaStepGenerator>, public StepGenerato
     for (auto [out, channels] : {std::pair(&state_k_out, in.dk), std::pair(&state_v_out, in.dv)}) {
       out->dim(0).set_bounds(0, 2).dim(1).set_bounds(0, channels).dim(2).set_bounds(0, M);
       out->dim(3).set_bounds(0, H).dim(4).set_bounds(0, B);
-      vector_rows(get_target(), *out, true, false);
     }
   }
 

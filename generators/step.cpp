@@ -26,14 +26,13 @@ IdaStepStages ida_step_algorithm(const IdaStepInputs &in) {
 
   // X' = Λ X + B x.
   const Cx lambda = s.modes.decay_pow(1, x.m, x.h), b = s.modes.write(x.m, 0, 0, x.h, 0);
-  // The new state is written from the formula itself, not through `next` (the read's): so
-  // that the CUDA schedule can copy the old state for each of the two in its own way.
   auto advance = [&](CxFunc &next, Func &out, const Func &state, const Func &xs, const std::string &name) {
-    const Cx n = lambda * Cx(state(0, x.r, x.m, x.h, x.b), state(1, x.r, x.m, x.h, x.b)) +
-                 b * Cx(xs(x.r, 0, 0, x.h, x.b));
     next = CxFunc(name + "_new", false);
-    next.define({x.r, x.m, x.h, x.b}, n);
+    next.define({x.r, x.m, x.h, x.b},
+                lambda * Cx(state(0, x.r, x.m, x.h, x.b), state(1, x.r, x.m, x.h, x.b)) +
+                    b * Cx(xs(x.r, 0, 0, x.h, x.b)));
     out = Func(name + "_out");
+    const Cx n = next(x.r, x.m, x.h, x.b);
     out(x.ri, x.r, x.m, x.h, x.b) = select(x.ri == 0, n.re, n.imag());
   };
   advance(s.key_new, s.state_k_out, in.state_k, s.feat.kt, "state_k");

@@ -394,28 +394,17 @@ void schedule_step_output_cpu(Func o, Func sum, const CpuKnobs &k) {
 
 }  // namespace
 
-// Decoding steps: parallel over batch × head, vectorized over channels. The old state's
-// elements, both parts of a complex one, are loaded before the new ones are stored, so the
-// update may be in place.
+// Decoding steps: parallel over batch × head, vectorized over channels. A new state element
+// is computed, both parts of a complex one, before it is stored, so the update may be in place.
 void schedule_ida_step_cpu(IdaStepStages &s, const CpuKnobs &k) {
   const Vars &x = vars();
   Var bh("bh"), ro("ro"), rv("rv");
   s.modes.decay_pow.func().compute_root();
   for (Func f : {s.feat.fq, s.feat.kt, s.feat.vt}) f.compute_root().parallel(x.b).vectorize(x.r, k.vector, kTail);
-  for (Func out : {s.state_k_out, s.state_v_out}) {
-    out.compute_root().bound(x.ri, 0, 2).split(x.r, ro, rv, k.vector, kTail).reorder(rv, x.ri, ro, x.m, x.h, x.b)
+  for (auto [next, out] : {std::pair(&s.key_new, &s.state_k_out), std::pair(&s.value_new, &s.state_v_out)}) {
+    out->compute_root().bound(x.ri, 0, 2).split(x.r, ro, rv, k.vector, kTail).reorder(rv, x.ri, ro, x.m, x.h, x.b)
         .unroll(x.ri).vectorize(rv).fuse(x.h, x.b, bh).parallel(bh);
-    // The old state, as the new state's formula reads it: "<state>_im", from out's name
-    // "<state>_out" (either may have a "$n" appended).
-    const std::string base = out.name().substr(0, out.name().find('$'));
-    const std::string state = base.substr(0, base.rfind("_out")) + "_im";
-    Func old;
-    for (const auto &[name, fn] : Internal::find_direct_calls(out.function())) {
-      if (name.substr(0, name.find('$')) == state) old = Func(fn).in(out);
-    }
-    if (!old.defined()) throw CompileError(out.name() + " does not read " + state);
-    const std::vector<Var> a = old.args();
-    old.compute_at(out, ro).bound(a[0], 0, 2).unroll(a[0]).vectorize(a[1], k.vector, kTail);
+    next->func().in(*out).compute_at(*out, ro).vectorize(x.r, k.vector, kTail);
   }
   for (CxFunc *f : {&s.p, &s.cp, &s.w}) {
     f->func().compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);

@@ -870,114 +870,20 @@ void block_lanes(Func f, int lanes, bool lanes_first, int unroll, const StepBloc
   done.insert({partial.name(), in.name(), f.name()});
 }
 
-// block_lanes with 128-bit loads (CudaKnobs::vector): each thread reads kVector consecutive
-// floats of a state's row at a time (`width` channels: kVector, or kVector / 2 complex
-// values stored as (re, im) pairs). Along the reduction (the key state's read, its sum over
-// the contiguous channels), the reduction's elements are split into vectors of `width` and
-// those into `lanes` partial sums (rfactor over both), consecutive threads reading
-// consecutive vectors of a row. Along v (the value state's read, over slots or modes, v the
-// contiguous channels), each thread keeps `width` partial sums, one per channel, and `lanes`
-// threads take slots `lanes` apart.
-constexpr int kVector = 4;
-struct VectorLanes {
-  Func partial;  // the partial sums
-  RVar step;     // the loop of one thread's step over the reduction (kVector floats a row)
-};
-VectorLanes block_vector_lanes(Func f, int width, int lanes, bool along_reduction, int unroll, const StepBlock &blk,
-                               std::set<std::string> &done) {
-  const Vars &x = vars();
-  const std::string p = f.name() + "_vlanes";
-  RVar rj(p + "_rj"), rl(p + "_rl"), ro(p + "_ro"), rw(p + "_rw");
-  Var u(p + "_u"), w(p + "_w"), vo(p + "_vo"), vi(p + "_vi"), vq(p + "_vq"), vw(p + "_vw"), t(p + "_t");
-  Stage update = f.update(0);
-  const RVar r = f.rvars(0)[0];
-  Func partial = along_reduction
-                     ? update.split(r, ro, rw, width).split(ro, rj, rl, lanes, TailStrategy::GuardWithIf).rfactor({{rl, u}, {rw, w}})
-                     : update.split(r, rj, rl, lanes, TailStrategy::GuardWithIf).rfactor(rl, u);
-  Func in = partial.in(f);
-  std::vector<Var> rest;  // in's arguments but u and w: (v, ...)
-  for (const Var &a : in.args()) {
-    if (a.name() != u.name() && a.name() != w.name()) rest.push_back(a);
-  }
-  const Var v = rest[0];
-  in.compute_at(blk.root, x.h).store_in(MemoryType::GPUShared).bound(u, 0, lanes);
-  std::vector<VarOrRVar> order;
-  if (along_reduction) {
-    std::vector<Var> storage{w, u};
-    storage.insert(storage.end(), rest.begin(), rest.end());
-    in.bound(w, 0, width).reorder_storage(storage).split(v, vo, vi, blk.threads / lanes, TailStrategy::GuardWithIf);
-    order = {w, vo, u, vi};
-  } else {
-    in.split(v, vq, vw, width, TailStrategy::RoundUp).split(vq, vo, vi, blk.threads / lanes, TailStrategy::GuardWithIf);
-    order = {vw, vo, vi, u};
-  }
-  order.insert(order.end(), rest.begin() + 1, rest.end());
-  in.reorder(order).fuse(order[2].var, order[3].var, t).gpu_threads(t).vectorize(order[0].var);
-  // The partial sums of one thread, `width` of them, in registers, summed over its slice.
-  partial.compute_at(in, vo).store_in(MemoryType::Register);
-  const Var pv = along_reduction ? w : v;
-  for (const Var &a : partial.args()) partial.bound_extent(a, a.name() == pv.name() ? width : 1);
-  partial.vectorize(pv);
-  partial.update(0).reorder(pv, rj).vectorize(pv);
-  RVar step = rj;
-  if (unroll > 1) {
-    unroll_serial(partial.update(0), rj, unroll);
-    step = RVar(rj.name() + "_ui");
-  }
-  done.insert({partial.name(), in.name(), f.name()});
-  return {partial, step};
-}
-
-// A complex state (ri, r, m, h, b), stored as (re, im) pairs, as `reader` reads it (a new
-// state's formula, inlined into `consumer`), kVector / 2 channels at a time at consumer's loop
-// `at`: the pairs are copied into registers first, kVector floats with one 128-bit load.
-// (Read through the formula, re and im are each every other float, which Halide 14 loads one
-// float at a time.)
-void vector_state_loads(Func state, const Func &reader, Func consumer, const VarOrRVar &at,
-                        std::set<std::string> &done) {
-  Func copy = state.in(reader);
-  const std::vector<Var> a = copy.args();
-  Var pair(copy.name() + "_pair");
-  copy.compute_at(LoopLevel(consumer, at)).store_in(MemoryType::Register);
-  for (size_t j = 0; j < a.size(); ++j) copy.bound_extent(a[j], j == 0 ? 2 : j == 1 ? kVector / 2 : 1);
-  copy.fuse(a[0], a[1], pair).vectorize(pair);
-  done.insert(copy.name());
-}
-
 // The new states `outs` (r, m, h, b) or, complex, (ri, r, m, h, b), written in the block
 // after the output (compute_with), a phase each: threads over 64 channels (and re, im) × the
 // rest of the block in modes, each thread a loop over its modes, unrolled blk.unroll
 // times. (The two states' loops fused into one phase, compute_with at the thread loop, made
-// Halide 14 fail with an internal error in ScheduleFunctions.) With `vector`, each thread
-// writes a vector of kVector floats per mode; returns the loop of a thread over its modes
-// (unrolled), inside which what a vector reads may be copied.
-Var block_state_writes(const std::vector<Func> &outs, bool complex, const StepBlock &blk, bool vector,
-                       std::set<std::string> &done) {
+// Halide 14 fail with an internal error in ScheduleFunctions.)
+void block_state_writes(const std::vector<Func> &outs, bool complex, const StepBlock &blk,
+                        std::set<std::string> &done) {
   const Vars &x = vars();
-  Var co("w_co"), cv("w_cv"), so("w_so"), sv("w_sv"), t("w_t"), t2("w_t2"), rq("w_rq"), rw("w_rw");
+  Var co("w_co"), cv("w_cv"), so("w_so"), sv("w_sv"), t("w_t"), t2("w_t2");
   const int per_row = complex ? 128 : 64, rows = std::max(1, blk.threads / per_row);
   for (Func out : outs) {
-    out.compute_root();
-    if (vector) {
-      // A thread writes kVector consecutive floats with one 128-bit store: kVector channels,
-      // or kVector / 2 complex values (re, im fused with the channels into the vector).
-      const int width = complex ? kVector / 2 : kVector, vrows = std::max(1, blk.threads / (64 / width));
-      Var lanes = rw;
-      out.split(x.r, rq, rw, width, TailStrategy::RoundUp)
-          .split(rq, co, cv, 64 / width, TailStrategy::GuardWithIf)
-          .split(x.m, so, sv, vrows, TailStrategy::GuardWithIf);
-      if (complex) {
-        lanes = Var("w_riw");
-        out.bound(x.ri, 0, 2).reorder(x.ri, rw, so, co, cv, sv, x.h, x.b).fuse(x.ri, rw, lanes);
-      } else {
-        out.reorder(rw, so, co, cv, sv, x.h, x.b);
-      }
-      out.fuse(cv, sv, t).vectorize(lanes).gpu_blocks(x.h, x.b).gpu_threads(t).compute_with(blk.root, x.h);
-      unroll_serial(out, so, blk.unroll);
-      done.insert(out.name());
-      continue;
-    }
-    out.split(x.r, co, cv, 64, TailStrategy::GuardWithIf).split(x.m, so, sv, rows, TailStrategy::GuardWithIf);
+    out.compute_root()
+        .split(x.r, co, cv, 64, TailStrategy::GuardWithIf)
+        .split(x.m, so, sv, rows, TailStrategy::GuardWithIf);
     if (complex) {
       out.bound(x.ri, 0, 2).reorder(so, co, x.ri, cv, sv, x.h, x.b).fuse(x.ri, cv, t2).fuse(t2, sv, t);
     } else {
@@ -987,27 +893,17 @@ Var block_state_writes(const std::vector<Func> &outs, bool complex, const StepBl
     unroll_serial(out, so, blk.unroll);
     done.insert(out.name());
   }
-  return Var(so.name() + "_ui");  // (unroll_serial's inner loop)
 }
 
 void schedule_bla_step_cuda_fused(BlaStepStages &s, const CudaKnobs &k) {
   std::set<std::string> done;
   const StepBlock blk = step_block_root(s.o, {s.o_sum, s.den}, k, done);
   block_vector(s.writes.phi, blk, done);  // φ of the token at every slot (rotors in double)
-  const bool vector = k.vector == kVector;
-  if (vector) {
-    block_vector_lanes(s.z, kVector, kBlockLanes, true, blk.unroll, blk, done);  // z's partial sums
-  } else {
-    block_lanes(s.z, kBlockLanes, true, blk.unroll, blk, done);
-  }
-  block_sum(s.z, blk, done);  // z
+  block_lanes(s.z, kBlockLanes, true, blk.unroll, blk, done);  // z's partial sums
+  block_sum(s.z, blk, done);                            // z
   done.insert(in_registers(s.zmax, s.ez, block_vector(s.ez, blk, done)).name());  // exponentials
-  if (vector) {  // the output's partial sums
-    block_vector_lanes(s.o_sum, kVector, blk.threads / (64 / kVector), false, blk.unroll, blk, done);
-  } else {
-    block_lanes(s.o_sum, kValueGroups, false, blk.unroll, blk, done);
-  }
-  block_state_writes({s.state_k_out, s.state_v_out}, false, blk, vector, done);
+  block_lanes(s.o_sum, kValueGroups, false, blk.unroll, blk, done);  // the output's partial sums
+  block_state_writes({s.state_k_out, s.state_v_out}, false, blk, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out},
                          with(kStepViews, {"gamma_pow", "token_rotor", "anchor_rotor"}), k, done);
 }
@@ -1024,32 +920,16 @@ void schedule_ida_step_cuda_fused(IdaStepStages &s, const CudaKnobs &k) {
     block_vector(staged, blk, done);
     done.insert(in_registers(norm, feature, block_vector(feature, blk, done)).name());
   }
-  const bool vector = k.vector == kVector;
-  const std::map<std::string, Func> funcs = pipeline_funcs({s.o});
-  if (vector) {  // p's partial sums
-    const VectorLanes l = block_vector_lanes(s.p.func(), kVector / 2, kBlockLanes, true, blk.unroll, blk, done);
-    vector_state_loads(funcs.at("state_k_im"), s.key_new.func(), l.partial, l.step, done);
-  } else {
-    block_lanes(s.p.func(), kBlockLanes, true, blk.unroll, blk, done);
-  }
-  block_sum(s.p.func(), blk, done);  // p = Xk fq
+  block_lanes(s.p.func(), kBlockLanes, true, blk.unroll, blk, done);  // p's partial sums
+  block_sum(s.p.func(), blk, done);                            // p = Xk fq
   // cp = C p and w = C^T cp, each in lanes along its sum, so that a thread waits on M / 4
   // of C's elements, not M.
   for (Func g : {s.cp.func(), s.w.func()}) {
     block_lanes(g, kBlockLanes, true, blk.unroll, blk, done);
     block_sum(g, blk, done);
   }
-  if (vector) {  // the output's partial sums
-    const VectorLanes l = block_vector_lanes(s.o_sum, kVector / 2, blk.threads / (64 / (kVector / 2)), false, blk.unroll, blk, done);
-    vector_state_loads(funcs.at("state_v_im"), s.value_new.func(), l.partial, l.step, done);
-  } else {
-    block_lanes(s.o_sum, kValueGroups, false, blk.unroll, blk, done);
-  }
-  const Var mode = block_state_writes({s.state_k_out, s.state_v_out}, true, blk, vector, done);
-  if (vector) {
-    vector_state_loads(funcs.at("state_k_im"), s.state_k_out, s.state_k_out, mode, done);
-    vector_state_loads(funcs.at("state_v_im"), s.state_v_out, s.state_v_out, mode, done);
-  }
+  block_lanes(s.o_sum, kValueGroups, false, blk.unroll, blk, done);  // the output's partial sums
+  block_state_writes({s.state_k_out, s.state_v_out}, true, blk, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, kStepViews, k, done);
 }
 

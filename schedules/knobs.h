@@ -27,9 +27,6 @@ struct CudaKnobs {
   // threads' loops over the states are unrolled `unroll` times.
   int fused = 0;
   int unroll = 8;
-  // Fused decoding steps: 4 = the states read and written 4 floats at a time (128-bit loads
-  // and stores), the generator having stated the buffers' rows aligned to 4 floats.
-  int vector = 0;
 };
 
 }  // namespace fsattn

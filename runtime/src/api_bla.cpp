@@ -213,10 +213,6 @@ fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_bla_step", FSATTN_OP_BLA_STEP, exec->device, exec->variant,
                   call_shape(dims, p->slots), &status);
-  if (kernel != nullptr) {
-    kernel = fit_vector_rows("fsattn_bla_step", kernel, exec->variant, {{"dims->dk", dims->dk}, {"dims->dv", dims->dv}},
-                             {{"q", q}, {"k", k}, {"v", v}, {"state_k", state_k}, {"state_v", state_v}}, &status);
-  }
   if (kernel == nullptr) return status;
   if ((status = check_cuda_grid("fsattn_bla_step", *kernel, dims)) != FSATTN_OK) return status;
 

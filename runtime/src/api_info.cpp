@@ -93,11 +93,6 @@ extern "C" const char *fsattn_selected_variant(const fsattn_exec *exec, fsattn_o
     fsattn_status status = FSATTN_OK;
     kernel = fsattn::find_kernel("fsattn_selected_variant", op, exec->device, exec->variant,
                                  fsattn::call_shape(dims, features), &status);
-    // (The pointers are not known here: taken to be aligned.)
-    if (kernel != nullptr) {
-      kernel = fsattn::fit_vector_rows("fsattn_selected_variant", kernel, exec->variant,
-                                       {{"dims->dk", dims->dk}, {"dims->dv", dims->dv}}, {}, &status);
-    }
     return status;
   });
   return kernel != nullptr ? kernel->variant : nullptr;

@@ -6,7 +6,6 @@
 
 #include <cpuid.h>
 
-#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -26,9 +25,9 @@ namespace {
 [[maybe_unused]] constexpr fsattn_device device_cpu = FSATTN_DEVICE_CPU;
 [[maybe_unused]] constexpr fsattn_device device_cuda = FSATTN_DEVICE_CUDA;
 
-#define FSATTN_KERNEL(OP, DEVICE, VARIANT, SCHEDULE, CHUNK, VECTOR)                           \
+#define FSATTN_KERNEL(OP, DEVICE, VARIANT, SCHEDULE, CHUNK)                                   \
   Kernel{op_##OP, device_##DEVICE, #VARIANT, #SCHEDULE, CHUNK, fsattn_##OP##__##VARIANT##_argv, \
-         fsattn_##OP##__##VARIANT##_metadata, "fsattn_" #OP "__" #VARIANT, VECTOR},
+         fsattn_##OP##__##VARIANT##_metadata, "fsattn_" #OP "__" #VARIANT},
 const Kernel kTable[] = {
 #include "kernel_table.inc"
 };
@@ -141,36 +140,6 @@ const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device devi
                                                       "' is not a compiled " + dev + " variant of " +
                                                       op_name(op) + " (see fsattn_variant_name)");
   }
-  return nullptr;
-}
-
-const Kernel *fit_vector_rows(const char *function, const Kernel *k, const char *variant,
-                              std::initializer_list<Named<int64_t>> channels,
-                              std::initializer_list<Named<const void *>> pointers, fsattn_status *status) {
-  if (k->vector == 0) return k;
-  std::string misfit;
-  for (const Named<int64_t> &c : channels) {
-    if (misfit.empty() && c.value % k->vector != 0) {
-      misfit = std::string(c.name) + " = " + std::to_string(c.value) + " is not a multiple of " + std::to_string(k->vector);
-    }
-  }
-  const uintptr_t bytes = uintptr_t(k->vector) * sizeof(float);
-  for (const Named<const void *> &p : pointers) {
-    if (misfit.empty() && reinterpret_cast<uintptr_t>(p.value) % bytes != 0) {
-      misfit = std::string(p.name) + " is not " + std::to_string(bytes) + "-byte aligned";
-    }
-  }
-  if (misfit.empty()) return k;
-  if (variant == nullptr) {
-    for (const Kernel &other : kTable) {
-      if (other.op == k->op && other.device == k->device && other.vector == 0) return &other;
-    }
-  }
-  *status = fail(FSATTN_ERROR_INVALID_ARGUMENT,
-                 std::string(function) + ": variant " + k->variant + " reads " + std::to_string(k->vector) +
-                     " floats at a time, which needs channel counts that are multiples of " +
-                     std::to_string(k->vector) + " and " + std::to_string(bytes) + "-byte aligned rows, but " + misfit +
-                     (variant == nullptr ? " (and this build has no other variant)" : " (leave exec->variant NULL to have one that fits picked)"));
   return nullptr;
 }
 

@@ -6,7 +6,6 @@
 
 #include <HalideRuntime.h>
 
-#include <initializer_list>
 #include <string>
 
 namespace fsattn {
@@ -20,10 +19,6 @@ struct Kernel {
   int (*argv)(void **);  // the AOT entry point, Halide's argv convention
   const halide_filter_metadata_t *(*metadata)();  // its target(s), arguments
   const char *name;      // the AOT function, e.g. "fsattn_ida_forward__cpu_c32"
-  // 4: a CUDA step that reads and writes its states (BLA's: q, k and v too) 4 floats at a
-  // time, 128-bit loads and stores, so only for calls whose channel counts are multiples of
-  // 4 and whose pointers to those are 16-byte aligned (fit_vector_rows); 0 otherwise.
-  int vector;
 };
 
 struct CallShape;
@@ -33,22 +28,6 @@ struct CallShape;
 // last error (prefixed by `function`) when there is none.
 const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device device, const char *variant,
                           const CallShape &shape, fsattn_status *status);
-
-// A name and value checked by fit_vector_rows: a channel count, or a pointer.
-template <typename T>
-struct Named {
-  const char *name;
-  T value;
-};
-
-// The kernel to run instead of k (found by find_kernel for `variant`) where k reads vectors
-// (Kernel::vector) and the call does not fit them: a channel count not a multiple of 4, or a
-// pointer not 16-byte aligned. A variant the caller named is refused (NULL, the last error
-// set to FSATTN_ERROR_INVALID_ARGUMENT with what does not fit); one the tuning table or the
-// default picked is replaced by the first row of (op, device) that does not read vectors.
-const Kernel *fit_vector_rows(const char *function, const Kernel *k, const char *variant,
-                              std::initializer_list<Named<int64_t>> channels,
-                              std::initializer_list<Named<const void *>> pointers, fsattn_status *status);
 
 // The row of (op, device) named `variant`, or NULL; whether a CPU can run it is not checked.
 const Kernel *compiled_kernel(fsattn_op op, fsattn_device device, const char *variant);

@@ -11,9 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 
 using namespace fsattn;
 using namespace fsattn::test;
@@ -262,37 +260,15 @@ TEST(CudaStreams, TwoStreamsRunDifferentCallsConcurrently) {
 // the mixer's step function on exec's device (with that device's parameters). The shapes
 // (below): modes, slots and channels below 16, odd counts above it, the largest features,
 // and one of everything.
-//
-// A variant that reads 128-bit vectors (built with vector=4, "_v4" in its name) refuses, by
-// name, a shape whose channel counts are not multiples of 4, saying so. `offset`: the device
-// states start that many floats into their allocations (1: not 16-byte aligned).
-bool reads_vectors(const std::string &variant) { return variant.find("_v4") != std::string::npos; }
-
 template <typename Case, typename Step>
 void check_steps_against_cpu(const Case &c, DeviceArena &a, const std::string &variant, const char *mixer,
-                             const Step &step, size_t offset = 0) {
-  const fsattn_exec cpu{FSATTN_DEVICE_CPU, nullptr, nullptr};
-  const fsattn_exec gpu_exec = cuda_exec(nullptr, variant.empty() ? nullptr : variant.c_str());
+                             const Step &step) {
+  const fsattn_exec cpu{FSATTN_DEVICE_CPU, nullptr, nullptr}, gpu_exec = cuda_exec(nullptr, variant.c_str());
   std::vector<float> sk = c.state_k.f, sv = c.state_v.f;
-  auto up_at_offset = [&](std::vector<float> x) {
-    x.insert(x.begin(), offset, 0.0f);
-    return a.up(x) + offset;
-  };
-  auto down_at_offset = [&](float *p) {
-    std::vector<float> x = a.down(p - offset);
-    return std::vector<float>(x.begin() + std::min(offset, x.size()), x.end());
-  };
-  float *dsk = up_at_offset(sk), *dsv = up_at_offset(sv);
+  float *dsk = a.up(sk), *dsv = a.up(sv);
   fsattn_dims dims = c.dims();
   dims.seqlen = 1;
   const auto &s = c.s;
-  if (reads_vectors(variant) && (s.Dk % 4 != 0 || s.Dv % 4 != 0)) {
-    const Tensor32 q = slice_tokens(c.q, s.B, s.T, s.H, s.Dk, 0, 1), k = slice_tokens(c.k, s.B, s.T, s.H, s.Dk, 0, 1);
-    const Tensor32 v = slice_tokens(c.v, s.B, s.T, s.H, s.Dv, 0, 1);
-    EXPECT_EQ(FSATTN_ERROR_INVALID_ARGUMENT, step(gpu_exec, dims, 0, a.up(q), a.up(k), a.up(v), dsk, dsv, a.out(s.B * s.H * s.Dv)));
-    EXPECT_NE(std::string(fsattn_last_error()).find("is not a multiple of 4"), std::string::npos) << fsattn_last_error();
-    return;
-  }
   for (int64_t t = 0; t < s.T; ++t) {
     const Tensor32 q = slice_tokens(c.q, s.B, s.T, s.H, s.Dk, t, t + 1), k = slice_tokens(c.k, s.B, s.T, s.H, s.Dk, t, t + 1);
     const Tensor32 v = slice_tokens(c.v, s.B, s.T, s.H, s.Dv, t, t + 1);
@@ -302,11 +278,11 @@ void check_steps_against_cpu(const Case &c, DeviceArena &a, const std::string &v
     ASSERT_EQ(FSATTN_OK, step(gpu_exec, dims, t, a.up(q), a.up(k), a.up(v), dsk, dsv, od)) << fsattn_last_error();
     EXPECT_LE(rel_error(a.down(od), o), kForwardTol) << variant << ": " << mixer << " o at token " << t;
   }
-  EXPECT_LE(rel_error(down_at_offset(dsk), sk), kForwardTol) << variant;
-  EXPECT_LE(rel_error(down_at_offset(dsv), sv), kForwardTol) << variant;
+  EXPECT_LE(rel_error(a.down(dsk), sk), kForwardTol) << variant;
+  EXPECT_LE(rel_error(a.down(dsv), sv), kForwardTol) << variant;
 }
 
-void check_ida_steps_against_cpu(ref::IdaShape shape, const std::string &variant, size_t offset = 0) {
+void check_ida_steps_against_cpu(ref::IdaShape shape, const std::string &variant) {
   const IdaCase c = make_ida_case(shape, 41, true);
   DeviceArena a;
   const fsattn_ida_params p_host = c.params(), p_dev = device_params(a, c);
@@ -315,10 +291,10 @@ void check_ida_steps_against_cpu(ref::IdaShape shape, const std::string &variant
                               const float *v, float *sk, float *sv, float *o) {
                             const fsattn_ida_params *p = e.device == FSATTN_DEVICE_CUDA ? &p_dev : &p_host;
                             return fsattn_ida_step(&e, &d, p, q, k, v, sk, sv, o);
-                          }, offset);
+                          });
 }
 
-void check_bla_steps_against_cpu(ref::BlaShape shape, const std::string &variant, size_t offset = 0) {
+void check_bla_steps_against_cpu(ref::BlaShape shape, const std::string &variant) {
   const BlaCase c = make_bla_case(shape, 77, 42, 0.9, true);
   DeviceArena a;
   const float *log_gamma_dev = a.up(c.log_gamma);
@@ -329,7 +305,7 @@ void check_bla_steps_against_cpu(ref::BlaShape shape, const std::string &variant
                             p.pos0 = c.pos0 + t;
                             if (e.device == FSATTN_DEVICE_CUDA) p.log_gamma = log_gamma_dev;
                             return fsattn_bla_step(&e, &d, &p, q, k, v, sk, sv, o);
-                          }, offset);
+                          });
 }
 
 class IdaStepCuda : public ::testing::TestWithParam<std::string> {};
@@ -339,7 +315,6 @@ TEST_P(IdaStepCuda, MatchesCpuSteps) {
   check_ida_steps_against_cpu({2, 4, 3, 40, 33, 37}, GetParam());  // several tiles of every kind
   check_ida_steps_against_cpu({1, 3, 2, 256, 256, 256}, GetParam());  // the largest features
   check_ida_steps_against_cpu({1, 3, 1, 1, 1, 1}, GetParam());       // one of everything
-  check_ida_steps_against_cpu({2, 4, 3, 44, 36, 37}, GetParam());    // channels in vectors of 4
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, IdaStepCuda, ::testing::ValuesIn(cuda_variants(FSATTN_OP_IDA_STEP)));
 
@@ -350,73 +325,8 @@ TEST_P(BlaStepCuda, MatchesCpuSteps) {
   check_bla_steps_against_cpu({2, 4, 3, 41, 35, 21, 40.0, 37}, GetParam());
   check_bla_steps_against_cpu({1, 3, 2, 256, 256, 127, 512.0, 256}, GetParam());
   check_bla_steps_against_cpu({1, 3, 1, 1, 1, 0, 1.0, 1}, GetParam());
-  check_bla_steps_against_cpu({2, 4, 3, 44, 36, 21, 40.0, 37}, GetParam());  // channels in vectors of 4
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, BlaStepCuda, ::testing::ValuesIn(cuda_variants(FSATTN_OP_BLA_STEP)));
-
-// States that are not 16-byte aligned: a variant that reads vectors, named, refuses them,
-// saying so; picked by the tuning table (a file here naming it for the shape), it gives way to
-// a variant without vectors, and the steps still match the CPU's.
-std::string step_tuning_file(const char *op, const std::string &variant, const ref::IdaShape &s) {
-  const std::string path = testing::TempDir() + "fsattn_cuda_step_tuning.json";
-  std::ofstream(path) << "{\"format\": \"fsattn-tuning-1\", \"library\": \"" << fsattn_version()
-                      << "\", \"gpu\": \"" << fsattn_device_name(FSATTN_DEVICE_CUDA) << "\", \"entries\": [{\"op\": \""
-                      << op << "\", \"device\": \"cuda\", \"shape\": {\"batch\": " << s.B << ", \"seqlen\": 1, \"heads\": "
-                      << s.H << ", \"dk\": " << s.Dk << ", \"dv\": " << s.Dv << ", \"features\": " << s.M
-                      << "}, \"variant\": \"" << variant << "\", \"ms\": {\"" << variant << "\": 1.0}}]}";
-  return path;
-}
-
-TEST(StepCuda, VectorVariantsRefuseOrGiveWayOnUnalignedStates) {
-  FSATTN_REQUIRE_GPU();
-  const ref::IdaShape ida{2, 3, 3, 16, 12, 8};
-  const ref::BlaShape bla{2, 3, 3, 16, 12, 5, 19.5, 11};
-  int vector_variants = 0;
-  for (fsattn_op op : {FSATTN_OP_IDA_STEP, FSATTN_OP_BLA_STEP}) {
-    for (const std::string &variant : cuda_variants(op)) {
-      if (!reads_vectors(variant)) continue;
-      SCOPED_TRACE(variant);
-      ++vector_variants;
-      const bool is_ida = op == FSATTN_OP_IDA_STEP;
-      const IdaCase ic = make_ida_case(ida, 5, true);
-      const BlaCase bc = make_bla_case(bla, 3, 6, 0.9, true);
-      // Named: refused.
-      DeviceArena a;
-      const std::vector<float> padded(size_t(is_ida ? ic.state_k.f.size() : bc.state_k.f.size()) + 1, 0.0f);
-      float *sk = a.up(padded) + 1, *sv = a.up(std::vector<float>(padded.size() + 64, 0.0f)) + 1;
-      const fsattn_exec exec = cuda_exec(nullptr, variant.c_str());
-      fsattn_dims dims = is_ida ? ic.dims() : bc.dims();
-      dims.seqlen = 1;
-      float *x = a.out(size_t(dims.batch * dims.heads * 256)), *o = a.out(size_t(dims.batch * dims.heads * 256));
-      fsattn_status st;
-      if (is_ida) {
-        const fsattn_ida_params p = device_params(a, ic);
-        st = fsattn_ida_step(&exec, &dims, &p, x, x, x, sk, sv, o);
-      } else {
-        fsattn_bla_params p = bc.params();
-        p.log_gamma = a.up(bc.log_gamma);
-        st = fsattn_bla_step(&exec, &dims, &p, x, x, x, sk, sv, o);
-      }
-      EXPECT_EQ(FSATTN_ERROR_INVALID_ARGUMENT, st);
-      EXPECT_NE(std::string(fsattn_last_error()).find("state_k is not 16-byte aligned"), std::string::npos)
-          << fsattn_last_error();
-      // Picked by the table: gives way.
-      const std::string path = step_tuning_file(fsattn_op_name(op), variant,
-                                                is_ida ? ida : ref::IdaShape{bla.B, bla.T, bla.H, bla.Dk, bla.Dv, bla.S});
-      ASSERT_EQ(FSATTN_OK, fsattn_load_tuning(path.c_str())) << fsattn_last_error();
-      const fsattn_exec tuned = cuda_exec(nullptr, nullptr);
-      EXPECT_STREQ(variant.c_str(), fsattn_selected_variant(&tuned, op, &dims, is_ida ? ida.M : bla.S));
-      if (is_ida) {
-        check_ida_steps_against_cpu(ida, "", 1);
-      } else {
-        check_bla_steps_against_cpu(bla, "", 1);
-      }
-      std::remove(path.c_str());
-      ASSERT_EQ(FSATTN_OK, fsattn_load_tuning(nullptr));
-    }
-  }
-  if (vector_variants == 0) GTEST_SKIP() << "this build has no step variant that reads vectors";
-}
 
 // ---- argument checks on device memory -----------------------------------------------------
 

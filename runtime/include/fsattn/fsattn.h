@@ -150,12 +150,7 @@ fsattn_status fsattn_bla_backward(const fsattn_exec *exec, const fsattn_dims *di
 /* One decoding step (dims->seqlen == 1): updates the states in place and writes o, as
    the forward pass does for one token. BLA uses p->pos0 as the token's position. Both state
    pointers are required (a state starts at zero: the caller zeroes it). Per head the IDA
-   step costs O(M (Dk + Dv) + M^2), the BLA step O(S (Dk + Dv)).
-   On CUDA, the variants named with "_v4" read and write the states (BLA's: q, k and v too)
-   16 bytes at a time: they run only where dk and dv are multiples of 4 and those pointers
-   16-byte aligned (as cudaMalloc's are). Named in exec->variant, such a variant refuses
-   other calls (FSATTN_ERROR_INVALID_ARGUMENT, saying what does not fit); picked by the
-   tuning table, it gives way to the first variant without vectors. */
+   step costs O(M (Dk + Dv) + M^2), the BLA step O(S (Dk + Dv)). */
 fsattn_status fsattn_ida_step(const fsattn_exec *exec, const fsattn_dims *dims,
     const fsattn_ida_params *p, const float *q, const float *k, const float *v,
     float *state_k, float *state_v, float *o);
@@ -248,8 +243,7 @@ fsattn_status fsattn_load_tuning(const char *path);
    capability 9.0)"; when a file was rejected (FSATTN_TUNING's included), why. */
 const char *fsattn_tuning_info(void);
 /* The variant a dense call with this exec, dims and features (IDA modes, BLA slots) would run,
-   or NULL (with the reason in fsattn_last_error) when the call would be refused for them.
-   Pointers are taken to be 16-byte aligned (see the steps' vector variants below). */
+   or NULL (with the reason in fsattn_last_error) when the call would be refused for them. */
 const char *fsattn_selected_variant(const fsattn_exec *exec, fsattn_op op, const fsattn_dims *dims,
                                     int64_t features);
 /* The device as tuning files name it: this CPU's model, or the GPU that CUDA calls on this
