@@ -417,9 +417,12 @@ std::map<std::string, Func> pipeline_funcs(const std::vector<Func> &outputs) {
 // kernels. Inlined Funcs are pointwise views (chunked inputs, write weights, complex
 // wrappers) whose values cost less to recompute than to store and load. Set
 // FSATTN_LIST_STAGES=1 when building to print every stage and what it became.
-// Funcs named in `scheduled` were given their schedule by the caller and are left as they are.
+// Funcs named in `scheduled` were given their schedule by the caller and are left as they are;
+// those of them in `stored_by_caller` are computed at root (kernels of their own), and the
+// register tiles may copy them as they copy the stages stored here (vector_tile_reduction).
 void schedule_pipeline_cuda(const std::vector<Func> &outputs, const std::set<std::string> &inlined,
-                            const CudaKnobs &k, const std::set<std::string> &scheduled = {}) {
+                            const CudaKnobs &k, const std::set<std::string> &scheduled = {},
+                            const std::set<std::string> &stored_by_caller = {}) {
   const bool list = std::getenv("FSATTN_LIST_STAGES") != nullptr;
   auto is_inlined = [&](const std::string &name) {
     // Halide may append "$n" to a name; '*' matches any prefix or suffix.
@@ -438,7 +441,7 @@ void schedule_pipeline_cuda(const std::vector<Func> &outputs, const std::set<std
     }
     return false;
   };
-  std::set<std::string> stored;  // the stages computed at root here, outputs aside
+  std::set<std::string> stored = stored_by_caller;  // and the stages computed at root here, outputs aside
   std::vector<Func> tiled;        // those of them that became register tiles
   for (auto &[func_name, f] : pipeline_funcs(outputs)) {
     const std::string name = func_name;  // (a structured binding cannot be captured in C++17)
@@ -526,7 +529,8 @@ void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
   gpu_chunk_rows(f.kt, {f.k_ssq}, f.k_act, {f.k_ssq, f.kt}, k, done);
   gpu_chunk_rows(f.vt, {f.v_msq}, f.v, {f.v_msq, f.vt}, k, done);
   aligned_decay_rows({&s.modes.decay_pow});
-  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"*_chunked", "o_out"}), k, done);
+  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"*_chunked", "o_out"}), k, done,
+                         {f.fq.name(), f.kt.name(), f.vt.name()});
 }
 
 void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &sums, const CudaKnobs &k) {
@@ -541,7 +545,8 @@ void schedule_bla_forward_cuda(BlaForwardStages &s, const CudaKnobs &k) {
   std::set<std::string> done;
   BlaSoftmax &sm = s.softmax;
   gpu_chunk_rows(sm.pi.func(), {sm.zmax, sm.den}, s.z.out.func(), {sm.zmax, sm.ez}, k, done);
-  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"o_out", "z_out", "ez"}), k, done);
+  schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"o_out", "z_out", "ez"}), k, done,
+                         {sm.pi.func().name()});
 }
 
 void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &sums, const CudaKnobs &k) {
