@@ -521,7 +521,8 @@ void aligned_decay_rows(std::initializer_list<CxFunc *> tables) {
 
 void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
   // The feature maps fq, kt, vt are stored, each with its norm (gpu_chunk_rows): the chunked
-  // inputs are read once each. The value read's sum of its two parts is formed where the
+  // inputs are read once each. The register tiles copy them too (vector_tile_reduction:
+  // p_qx 0.42 -> 0.34 ms, H200, B=8 T=4096 H=16). The value read's sum of its two parts is formed where the
   // output is written (stored, it was a 0.37 ms kernel of its own, H200, B=8 T=4096 H=16).
   std::set<std::string> done;
   IdaFeatures &f = s.feat;
@@ -541,7 +542,8 @@ void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &s
 void schedule_bla_forward_cuda(BlaForwardStages &s, const CudaKnobs &k) {
   // The two reads' sums of their parts (z and o) are formed where they are used: stored,
   // each was a 0.4 ms kernel of its own (H200, B=8 T=4096 H=16). The softmax is one kernel
-  // (gpu_chunk_rows), its exponentials formed where they are used.
+  // (gpu_chunk_rows), its exponentials formed where they are used; the register tiles copy
+  // its weights π (o_e 0.42 -> 0.33 ms, H200, B=8 T=4096 H=16).
   std::set<std::string> done;
   BlaSoftmax &sm = s.softmax;
   gpu_chunk_rows(sm.pi.func(), {sm.zmax, sm.den}, s.z.out.func(), {sm.zmax, sm.ez}, k, done);
