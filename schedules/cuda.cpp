@@ -783,8 +783,9 @@ namespace {
 //
 // H200, H=32 D=M=S=64, 256 threads: one launch instead of 4 (BLA) or 9 (IDA), so at B=1 the
 // steps take 17 µs instead of 33 (BLA) and 29 instead of 49 (IDA). At B=64 BLA's takes 61 µs
-// (54 back to back) against 74 for the kernels per state; IDA's 183 against 158, so IDA
-// keeps both (the tuning table picks by batch). Nsight Compute on BLA's at B=64: 51 µs,
+// (54 back to back) against 74 for the kernels per state; IDA's 183 against 158 (153 against
+// 160 in a later run, once a thread wrote both parts of a complex element: block_state_writes),
+// so IDA keeps both (the tuning table picks by batch). Nsight Compute on BLA's at B=64: 51 µs,
 // 2.1 TB/s (44% of DRAM's peak), 64 registers a thread so 50% occupancy (4 blocks of 8
 // warps per SM, 3.9 waves), an instruction issued every 1.9 cycles per scheduler: bound by
 // latency and by instructions (every load and store forms its 64-bit address). Capping the
@@ -877,27 +878,39 @@ void block_lanes(Func f, int lanes, bool lanes_first, int unroll, const StepBloc
   done.insert({partial.name(), in.name(), f.name()});
 }
 
-// The new states `outs` (r, m, h, b) or, complex, (ri, r, m, h, b), written in the block
-// after the output (compute_with), a phase each: threads over 64 channels (and re, im) × the
-// rest of the block in modes, each thread a loop over its modes, unrolled blk.unroll
-// times. (The two states' loops fused into one phase, compute_with at the thread loop, made
+// The new states `outs` (r, m, h, b) or, complex, (ri, r, m, h, b) (`complex_news`: their new
+// elements, each state's), written in the block after the output (compute_with), a phase
+// each: threads over 64 channels × the rest of the block in modes, each thread a loop over its
+// modes, unrolled blk.unroll times. (The two states' loops fused into one phase, compute_with at the thread loop, made
 // Halide 14 fail with an internal error in ScheduleFunctions.)
-void block_state_writes(const std::vector<Func> &outs, bool complex, const StepBlock &blk,
-                        std::set<std::string> &done) {
+void block_state_writes(const std::vector<Func> &outs, const StepBlock &blk, std::set<std::string> &done,
+                        const std::vector<CxFunc> &complex_news = {}) {
   const Vars &x = vars();
-  Var co("w_co"), cv("w_cv"), so("w_so"), sv("w_sv"), t("w_t"), t2("w_t2");
-  const int per_row = complex ? 128 : 64, rows = std::max(1, blk.threads / per_row);
-  for (Func out : outs) {
+  Var co("w_co"), cv("w_cv"), so("w_so"), sv("w_sv"), t("w_t");
+  const int rows = std::max(1, blk.threads / 64);
+  for (size_t j = 0; j < outs.size(); ++j) {
+    Func out = outs[j];
     out.compute_root()
         .split(x.r, co, cv, 64, TailStrategy::GuardWithIf)
         .split(x.m, so, sv, rows, TailStrategy::GuardWithIf);
+    const bool complex = !complex_news.empty();
     if (complex) {
-      out.bound(x.ri, 0, 2).reorder(so, co, x.ri, cv, sv, x.h, x.b).fuse(x.ri, cv, t2).fuse(t2, sv, t);
+      // Both parts of a complex element by one thread, from the new element computed whole
+      // into registers first: the thread has read both old parts before it stores either.
+      // (With re and im on two threads, the thread for im read the old re that its neighbour
+      // stores: right only while the warp runs the loads before the stores.)
+      out.bound(x.ri, 0, 2).reorder(x.ri, so, co, cv, sv, x.h, x.b).unroll(x.ri);
     } else {
-      out.reorder(so, co, cv, sv, x.h, x.b).fuse(cv, sv, t);
+      out.reorder(so, co, cv, sv, x.h, x.b);
     }
-    out.gpu_blocks(x.h, x.b).gpu_threads(t).compute_with(blk.root, x.h);
+    out.fuse(cv, sv, t).gpu_blocks(x.h, x.b).gpu_threads(t).compute_with(blk.root, x.h);
     unroll_serial(out, so, blk.unroll);
+    if (complex) {
+      Func whole = Func(complex_news[j].func()).in(out);
+      whole.compute_at(out, Var(so.name() + "_ui")).store_in(MemoryType::Register);
+      for (const Var &a : whole.args()) whole.bound_extent(a, 1);
+      done.insert(whole.name());
+    }
     done.insert(out.name());
   }
 }
@@ -910,7 +923,7 @@ void schedule_bla_step_cuda_fused(BlaStepStages &s, const CudaKnobs &k) {
   block_sum(s.z, blk, done);                            // z
   done.insert(in_registers(s.zmax, s.ez, block_vector(s.ez, blk, done)).name());  // exponentials
   block_lanes(s.o_sum, kValueGroups, false, blk.unroll, blk, done);  // the output's partial sums
-  block_state_writes({s.state_k_out, s.state_v_out}, false, blk, done);
+  block_state_writes({s.state_k_out, s.state_v_out}, blk, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out},
                          with(kStepViews, {"gamma_pow", "token_rotor", "anchor_rotor"}), k, done);
 }
@@ -936,7 +949,7 @@ void schedule_ida_step_cuda_fused(IdaStepStages &s, const CudaKnobs &k) {
     block_sum(g, blk, done);
   }
   block_lanes(s.o_sum, kValueGroups, false, blk.unroll, blk, done);  // the output's partial sums
-  block_state_writes({s.state_k_out, s.state_v_out}, true, blk, done);
+  block_state_writes({s.state_k_out, s.state_v_out}, blk, done, {s.key_new, s.value_new});
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, kStepViews, k, done);
 }
 
