@@ -522,8 +522,8 @@ void aligned_decay_rows(std::initializer_list<CxFunc *> tables) {
 void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
   // The feature maps fq, kt, vt are stored, each with its norm (gpu_chunk_rows): the chunked
   // inputs are read once each. The register tiles copy them too (vector_tile_reduction:
-  // p_qx 0.42 -> 0.34 ms, H200, B=8 T=4096 H=16). The value read's sum of its two parts is formed where the
-  // output is written (stored, it was a 0.37 ms kernel of its own, H200, B=8 T=4096 H=16).
+  // p_qx 0.42 -> 0.34 ms, H200, B=8 T=4096 H=16). The value read's sum of its two parts is
+  // formed where the output is written (stored, it was a 0.37 ms kernel of its own, same).
   std::set<std::string> done;
   IdaFeatures &f = s.feat;
   gpu_chunk_rows(f.fq, {f.q_ssq}, f.q_act, {f.q_ssq, f.fq}, k, done);
@@ -880,20 +880,21 @@ void block_lanes(Func f, int lanes, bool lanes_first, int unroll, const StepBloc
 
 // The new states `outs` (r, m, h, b) or, complex, (ri, r, m, h, b) (`complex_news`: their new
 // elements, each state's), written in the block after the output (compute_with), a phase
-// each: threads over 64 channels × the rest of the block in modes, each thread a loop over its
-// modes, unrolled blk.unroll times. (The two states' loops fused into one phase, compute_with at the thread loop, made
-// Halide 14 fail with an internal error in ScheduleFunctions.)
+// each: threads over 64 channels × the rest of the block in modes, each thread a loop over
+// its modes, unrolled blk.unroll times. (The two states' loops fused into one phase,
+// compute_with at the thread loop, made Halide 14 fail with an internal error in
+// ScheduleFunctions.)
 void block_state_writes(const std::vector<Func> &outs, const StepBlock &blk, std::set<std::string> &done,
                         const std::vector<CxFunc> &complex_news = {}) {
   const Vars &x = vars();
   Var co("w_co"), cv("w_cv"), so("w_so"), sv("w_sv"), t("w_t");
   const int rows = std::max(1, blk.threads / 64);
+  const bool complex = !complex_news.empty();
   for (size_t j = 0; j < outs.size(); ++j) {
     Func out = outs[j];
     out.compute_root()
         .split(x.r, co, cv, 64, TailStrategy::GuardWithIf)
         .split(x.m, so, sv, rows, TailStrategy::GuardWithIf);
-    const bool complex = !complex_news.empty();
     if (complex) {
       // Both parts of a complex element by one thread, from the new element computed whole
       // into registers first: the thread has read both old parts before it stores either.
@@ -905,11 +906,9 @@ void block_state_writes(const std::vector<Func> &outs, const StepBlock &blk, std
     }
     out.fuse(cv, sv, t).gpu_blocks(x.h, x.b).gpu_threads(t).compute_with(blk.root, x.h);
     unroll_serial(out, so, blk.unroll);
-    if (complex) {
-      Func whole = Func(complex_news[j].func()).in(out);
-      whole.compute_at(out, Var(so.name() + "_ui")).store_in(MemoryType::Register);
-      for (const Var &a : whole.args()) whole.bound_extent(a, 1);
-      done.insert(whole.name());
+    if (complex) {  // the element whole, at each iteration of the thread's unrolled loop
+      const Var element(so.name() + "_ui");  // (unroll_serial's inner loop)
+      done.insert(in_registers(Func(complex_news[j].func()).in(out), out, element, false).name());
     }
     done.insert(out.name());
   }
