@@ -36,6 +36,7 @@ INSTANTIATE_TEST_SUITE_P(
 // The autoscheduled baselines compute the gradients the default schedule computes, at the
 // benchmark shape they are built for.
 TEST(BlaBackwardBaselines, MatchDefaultSchedule) {
+  if (!has_baselines(FSATTN_DEVICE_CPU)) GTEST_SKIP() << kNoBaselines;
   BlaCase c = make_bla_case({2, 2048, 4, 64, 64, 31, 256.0, 64}, 77, 17, 0.95, true);  // the benchmark shape
   BlaUpstream u = make_bla_upstream(c, 18, true);
   const BlaGradResult want = run_bla_backward(c, u);

@@ -32,6 +32,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The autoscheduled baselines compute the same function at the benchmark shape they are built for.
 TEST(BlaForwardBaselines, MatchReference) {
+  if (!has_baselines(FSATTN_DEVICE_CPU)) GTEST_SKIP() << kNoBaselines;
   BlaCase c = make_bla_case({2, 2048, 4, 64, 64, 31, 256.0, 64}, 77, 17, 0.95, true);  // the benchmark shape
   ref::BlaOutputs want = reference_bla_forward(c);
   for (const std::string &v : cpu_variants(FSATTN_OP_BLA_FORWARD, Schedules::kBaselines)) {

@@ -36,6 +36,7 @@ INSTANTIATE_TEST_SUITE_P(
 // The autoscheduled baselines compute the gradients the default schedule computes, at the
 // benchmark shape they are built for.
 TEST(IdaBackwardBaselines, MatchDefaultSchedule) {
+  if (!has_baselines(FSATTN_DEVICE_CPU)) GTEST_SKIP() << kNoBaselines;
   IdaCase c = make_ida_case({2, 2048, 4, 64, 64, 64}, 19, true);  // the benchmark shape
   IdaUpstream u = make_ida_upstream(c, 20, true);
   const IdaGradResult want = run_ida_backward(c, u);

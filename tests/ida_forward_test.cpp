@@ -33,6 +33,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The autoscheduled baselines compute the same function at the benchmark shape they are built for.
 TEST(IdaForwardBaselines, MatchReference) {
+  if (!has_baselines(FSATTN_DEVICE_CPU)) GTEST_SKIP() << kNoBaselines;
   IdaCase c = make_ida_case({2, 2048, 4, 64, 64, 64}, 17, true);  // the benchmark shape, which baselines are built for
   ref::IdaOutputs want = reference_ida_forward(c);
   for (const std::string &v : cpu_variants(FSATTN_OP_IDA_FORWARD, Schedules::kBaselines)) {

@@ -329,4 +329,14 @@ inline std::vector<std::string> cpu_variants(fsattn_op op, Schedules which = Sch
   return variants(op, FSATTN_DEVICE_CPU, which);
 }
 
+// Whether this build has autoscheduled baselines for a device: only -DFSATTN_BASELINES=ON
+// builds them, and their tests skip with kNoBaselines without them.
+inline bool has_baselines(fsattn_device device) {
+  for (fsattn_op op : {FSATTN_OP_IDA_FORWARD, FSATTN_OP_IDA_BACKWARD, FSATTN_OP_BLA_FORWARD, FSATTN_OP_BLA_BACKWARD}) {
+    if (!variants(op, device, Schedules::kBaselines).empty()) return true;
+  }
+  return false;
+}
+constexpr char kNoBaselines[] = "this build has no autoscheduled baselines (-DFSATTN_BASELINES=ON builds them)";
+
 }  // namespace fsattn::test

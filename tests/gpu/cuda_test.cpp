@@ -90,6 +90,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, BlaBackwardCuda,
 // The Li2018 builds compute the same function at the shape the baselines are built for.
 TEST(CudaBaselines, MatchReference) {
   FSATTN_REQUIRE_GPU();
+  if (!has_baselines(FSATTN_DEVICE_CUDA)) GTEST_SKIP() << kNoBaselines;
   const IdaCase ic = make_ida_case({2, 2048, 4, 64, 64, 64}, 17, true);
   const IdaUpstream iu = make_ida_upstream(ic, 18, true);
   for (const std::string &v : cuda_variants(FSATTN_OP_IDA_FORWARD, true)) {
