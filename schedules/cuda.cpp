@@ -312,9 +312,11 @@ bool tiles_within_chunks(const Func &f) {
 // instead of 31 once its reads were no longer clamped. B=64, H200. Unrolled 4-wide, IDA's key
 // kernel took as long, and the IDA step longer end to end.)
 constexpr int kStepUnroll = 8;
+// A loop made by a split is named "<old>.<new>": schedules find it by its last part.
+std::string unqualified(const std::string &loop) { return loop.substr(loop.rfind('.') + 1); }
+
 void unroll_serial(Stage s, const VarOrRVar &v, int factor = kStepUnroll) {
-  // A loop made by a split is named "<old>.<new>": it is found by its last part.
-  const std::string n = v.name().substr(v.name().rfind('.') + 1);
+  const std::string n = unqualified(v.name());
   std::string fresh = n;
   std::replace(fresh.begin(), fresh.end(), '$', '_');
   if (v.is_rvar) {
@@ -510,7 +512,7 @@ void partial_sums(Func f, bool keep_innermost, const CudaKnobs &k, std::set<std:
       Stage st = v < 0 ? Stage(partial) : partial.update(v);
       std::vector<VarOrRVar> loops;  // its reductions inside each thread, then `order`
       if (v >= 0) {
-        for (const RVar &r : partial.rvars(v)) loops.push_back(RVar(r.name().substr(r.name().rfind('.') + 1)));
+        for (const RVar &r : partial.rvars(v)) loops.push_back(RVar(unqualified(r.name())));
       }
       loops.insert(loops.end(), order.begin(), order.end());
       st.reorder(loops);
