@@ -43,9 +43,13 @@ IdaFeatures ida_features(const Func &q, const Func &k, const Func &v, const Func
       select(g.valid(x.i, x.c),
              xi_k / sqrt(f.k_msq(x.i, x.c, x.h, x.b) + eps) * gk(x.r, x.h) + bk(x.r, x.h), 0.0f);
 
+  // The mean divided once, after the sum (each square divided by Dv, the CUDA decode step's
+  // feature kernel took 12.3 µs instead of 8.1 at B=64 H=32 Dv=64, H200).
+  f.v_ssq = Func("v_ssq");
+  f.v_ssq(x.i, x.c, x.h, x.b) = 0.0f;
+  f.v_ssq(x.i, x.c, x.h, x.b) += pow(f.v(f.rv, x.i, x.c, x.h, x.b), 2);
   f.v_msq = Func("v_msq");
-  f.v_msq(x.i, x.c, x.h, x.b) = 0.0f;
-  f.v_msq(x.i, x.c, x.h, x.b) += pow(f.v(f.rv, x.i, x.c, x.h, x.b), 2) / cast<float>(dv);
+  f.v_msq(x.i, x.c, x.h, x.b) = f.v_ssq(x.i, x.c, x.h, x.b) / cast<float>(dv);
   f.vt = Func("vt");
   f.vt(x.r, x.i, x.c, x.h, x.b) =
       select(g.valid(x.i, x.c),

@@ -11,6 +11,7 @@ struct IdaFeatures {
   Halide::Func q, k, v;            // the inputs, chunked
   Halide::Func q_act, k_act;       // silu(q), silu(k): computed once for the norm and the feature
   Halide::Func q_ssq, k_ssq;       // Σ silu(x)^2 over d, for the l2 normalisation of xi
+  Halide::Func v_ssq;              // Σ v^2 over r
   Halide::Func k_msq, v_msq;       // mean square, for the RMSNorm
   Halide::Func fq;                 // xi(q)
   Halide::Func kt;                 // rms(xi(k)) gk + bk

@@ -130,7 +130,7 @@ void schedule_ida_pass1_cpu(IdaForwardStages &s, const CpuKnobs &k, bool keep_no
     for (Func f : {s.feat.q_act, s.feat.k_act}) {
       f.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.r, k.vector, kTail);
     }
-    for (Func f : {s.feat.q_ssq, s.feat.k_ssq, s.feat.v_msq}) {
+    for (Func f : {s.feat.q_ssq, s.feat.k_ssq, s.feat.v_ssq}) {
       f.compute_root().parallel(x.b).parallel(x.h);
       f.update().parallel(x.b).parallel(x.h);
     }
@@ -140,7 +140,7 @@ void schedule_ida_pass1_cpu(IdaForwardStages &s, const CpuKnobs &k, bool keep_no
     s.feat.k_act.compute_at(s.feat.kt, chb).vectorize(x.r, k.vector, kTail);
     s.feat.q_ssq.compute_at(s.feat.fq, chb);
     s.feat.k_ssq.compute_at(s.feat.kt, chb);
-    s.feat.v_msq.compute_at(s.feat.vt, chb);
+    s.feat.v_ssq.compute_at(s.feat.vt, chb);
   }
 
   // Pass 1 and the mixing, one chunk at a time.

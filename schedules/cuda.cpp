@@ -469,7 +469,7 @@ void schedule_pipeline_cuda(const std::vector<Func> &outputs, const std::set<std
 // chunk (`chunked`) are not inlined but copied once, contiguous and zero-padded: read in
 // place, every load of the register tiles paid for its clamps and select.
 const std::set<std::string> kViews = {"*_im", "lambda_*", "repeat_edge*", "init_*", "write", "bla_write", "bla_decay_pow",
-                                      "*_decay_lag", "*_qxd", "*_ud", "*_uw", "q_act", "k_act", "k_msq"};
+                                      "*_decay_lag", "*_qxd", "*_ud", "*_uw", "q_act", "k_act", "k_msq", "v_msq"};
 
 std::set<std::string> with(std::set<std::string> base, std::initializer_list<std::string> more) {
   base.insert(more.begin(), more.end());
@@ -578,7 +578,7 @@ void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
   IdaFeatures &f = s.feat;
   gpu_chunk_rows(f.fq, {f.q_ssq}, f.q_act, {f.q_ssq, f.fq}, k, done);
   gpu_chunk_rows(f.kt, {f.k_ssq}, f.k_act, {f.k_ssq, f.kt}, k, done);
-  gpu_chunk_rows(f.vt, {f.v_msq}, f.v, {f.v_msq, f.vt}, k, done);
+  gpu_chunk_rows(f.vt, {f.v_ssq}, f.v, {f.v_ssq, f.vt}, k, done);
   aligned_decay_rows({&s.modes.decay_pow});
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"*_chunked", "o_out"}), k, done,
                          {f.fq.name(), f.kt.name(), f.vt.name()});
@@ -989,7 +989,7 @@ void schedule_ida_step_cuda_fused(IdaStepStages &s, const CudaKnobs &k) {
   // The features, each from a copy in shared memory of what its norm sums over.
   IdaFeatures &f = s.feat;
   for (auto [feature, norm, x] : {std::tuple(f.fq, f.q_ssq, f.q_act), std::tuple(f.kt, f.k_ssq, f.k_act),
-                                  std::tuple(f.vt, f.v_msq, f.v)}) {
+                                  std::tuple(f.vt, f.v_ssq, f.v)}) {
     Func staged = x.in({norm, feature});
     block_vector(staged, blk, done);
     done.insert(in_registers(norm, feature, block_vector(feature, blk, done)).name());
@@ -1017,7 +1017,7 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   std::set<std::string> done;
   gpu_step_feature(s.feat.fq, s.feat.q_ssq, s.feat.q_act, k, done);
   gpu_step_feature(s.feat.kt, s.feat.k_ssq, s.feat.k_act, k, done);
-  gpu_step_feature(s.feat.vt, s.feat.v_msq, s.feat.v, k, done);
+  gpu_step_feature(s.feat.vt, s.feat.v_ssq, s.feat.v, k, done);
   // The three features as one kernel: their blocks' loops fused, so two launches fewer.
   s.feat.kt.compute_with(s.feat.fq, step_block(s.feat.fq));
   s.feat.vt.compute_with(s.feat.fq, step_block(s.feat.fq));
