@@ -686,6 +686,14 @@ Var gpu_step_block_copy(Func g, const Func &f, const CudaKnobs &k) {
   return si;
 }
 
+// A reduction f(v, h, b) read by a step kernel `reader`, formed once per block of it into
+// shared memory, each thread summing one element in a register (reader reads the copy).
+void gpu_step_block_sum(Func f, const Func &reader, const CudaKnobs &k, std::set<std::string> &done) {
+  Func rows = f.in();
+  in_registers(f, rows, gpu_step_block_copy(rows, reader, k));
+  done.insert({rows.name(), f.name()});
+}
+
 // A reduction f(v, h, b) stored by a wrapper, one kernel: each thread one element, summed in
 // a register. f's consumers read the wrapper, which is returned.
 Func gpu_step_sum(Func f, const CudaKnobs &k, std::set<std::string> &done) {
@@ -1037,10 +1045,7 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   done.insert(c_rows.name());
   // p: each block of cp's kernel first adds the key kernel's partial sums for its head and
   // sequence into shared memory. (As a kernel of its own, p took 5.3 µs at B=64, H200.)
-  const Func cp = gpu_step_sum(s.cp.func(), k, done);
-  Func p_rows = s.p.func().in();
-  in_registers(s.p.func(), p_rows, gpu_step_block_copy(p_rows, cp, k));
-  done.insert({p_rows.name(), s.p.func().name()});
+  gpu_step_block_sum(s.p.func(), gpu_step_sum(s.cp.func(), k, done), k, done);
   gpu_step_sum(s.w.func(), k, done);
   gpu_value_state_partials(s.state_v_out, true, s.o, s.o_sum, k, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, kStepViews, k, done);
@@ -1062,10 +1067,9 @@ void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k) {
   // takes the maximum over them and forms its slot's exponential. (z as a kernel of its own
   // took 4.0 µs and the exponentials 4.8; together 4.6 µs, B=64 H=32 S=64, H200.)
   const Var ez_thread = gpu_step_kernel(s.ez, k);
-  Func z_rows = s.z.in();
-  in_registers(s.z, z_rows, gpu_step_block_copy(z_rows, s.ez, k));
+  gpu_step_block_sum(s.z, s.ez, k, done);
   in_registers(s.zmax, s.ez, ez_thread);
-  done.insert({s.ez.name(), z_rows.name(), s.z.name(), s.zmax.name()});
+  done.insert({s.ez.name(), s.zmax.name()});
   gpu_value_state_whole(s.state_v_out, false, s.o, {s.o_sum, s.den}, k, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out},
                          with(kStepViews, {"gamma_pow", "token_rotor", "anchor_rotor"}), k, done);
