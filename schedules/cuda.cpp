@@ -631,12 +631,15 @@ void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &s
 // The new state (Λ X + B x, γ X + φ x) is formed where it is used, from the old state; each
 // thread reads the elements it writes before it writes them, so the update may be in place.
 // The features (IDA's three as one kernel), the norms and the mixing are small kernels, their
-// sums in registers. IDA is 8 kernels, BLA 4 (IDA's three features fused: B=1 63.9 -> 48.4
+// sums in registers. IDA is 7 kernels, BLA 4 (IDA's three features fused: B=1 63.9 -> 48.4
 // µs, B=64 162 -> 157 µs, H200). (IDA's p, cp = C p and w = C^T cp in one kernel per head and
 // sequence, p and cp in shared memory, took 29 µs instead of 27 as three. Through G = C^T C
 // formed per call, w = G p: G's kernel, a thread per element, took 16.9 µs at H=32 M=64,
-// bound by L1 (86%), and the step 154-161 µs at B=64 against 156, H200.) The whole step as
-// one kernel is the other variant (fused steps, below).
+// bound by L1 (86%), and the step 154-161 µs at B=64 against 156, H200. Slower too, each
+// measured in the README's Decode steps: the old state copied into shared memory per block;
+// cp and w over 8 sequences a block; each state read once, its write and its read's sums as
+// two reductions over one domain fused by compute_with.) The whole step as one kernel is the
+// other variant (fused steps, below).
 
 namespace {
 
@@ -1038,11 +1041,23 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   // cp = C p reads C along its rows, which consecutive threads (modes) would read 2M floats
   // apart: a copy of each head's C stored transposed makes their reads consecutive (cp: 73 ->
   // 15 µs, the copy 4 µs, at B=64 on the H200).
+  // The copy and Λ (decay_pow, here only its first power), both from the parameters alone,
+  // are one kernel: each a loop over one index (the three loops of each fused; the copy's
+  // (re, im) pair inside the thread), Λ's fused (compute_with) with the copy's at its block
+  // loop, which compute_with needs to be named alike in both: Λ's first loop takes the name
+  // of the copy's. (Two kernels took 4.3 and 4.6 µs, one 5.9 µs: the step 41.2 -> 36.6 µs at
+  // B=1, 148 -> 144 µs at B=64; H200, two runs of each.)
   Func c_rows = pipeline_funcs({s.o}).at("c_mix_im").in(s.cp.func());
   const std::vector<Var> a = c_rows.args();  // (part, col, row, h)
-  c_rows.compute_root().reorder_storage(a[0], a[2], a[1], a[3]);
-  gpu_stage(c_rows, {a[0], a[2], a[1], a[3]}, k.threads, "c_rows");
-  done.insert(c_rows.name());
+  c_rows.compute_root().reorder_storage(a[0], a[2], a[1], a[3]).bound(a[0], 0, 2).reorder(a[0], a[2], a[1], a[3]);
+  c_rows.unroll(a[0]);
+  gpu_stage(c_rows, {a[2], a[1], a[3]}, k.threads, "params");
+  Func decay = s.modes.decay_pow.func();
+  const std::vector<Var> d = decay.args();  // (n, m, h)
+  decay.compute_root().rename(d[0], a[2]);
+  gpu_stage(decay, {a[2], d[1], d[2]}, k.threads, "params");
+  decay.compute_with(c_rows, Var("params_blk"));
+  done.insert({c_rows.name(), decay.name()});
   // p: each block of cp's kernel first adds the key kernel's partial sums for its head and
   // sequence into shared memory. (As a kernel of its own, p took 5.3 µs at B=64, H200.)
   gpu_step_block_sum(s.p.func(), gpu_step_sum(s.cp.func(), k, done), k, done);
