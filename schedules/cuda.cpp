@@ -88,7 +88,9 @@ bool gpu_stage_tiled(Stage s, const std::vector<Var> &pure, int threads, const s
 // else every pure loop fused into one (innermost first, so that consecutive threads write
 // consecutive elements), `threads` per block; its reduction loops, if any, run serially
 // inside each thread.
-// Returns the thread loop (undefined for a single-thread kernel).
+// Returns the thread loop (undefined for a single-thread kernel); the fused loop's block
+// loop is gpu_stage_block(prefix).
+Var gpu_stage_block(const std::string &prefix) { return Var(prefix + "_blk"); }
 Var gpu_stage(Stage s, const std::vector<Var> &pure, int threads, const std::string &prefix) {
   Var tiled;
   if (gpu_stage_tiled(s, pure, threads, prefix, tiled)) return tiled;
@@ -102,7 +104,7 @@ Var gpu_stage(Stage s, const std::vector<Var> &pure, int threads, const std::str
     s.fuse(fused, pure[j], next);
     fused = next;
   }
-  Var block(prefix + "_blk"), thread(prefix + "_thr");
+  Var block = gpu_stage_block(prefix), thread(prefix + "_thr");
   s.gpu_tile(fused, block, thread, threads, TailStrategy::GuardWithIf);
   return thread;
 }
@@ -1049,14 +1051,13 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   // B=1, 148 -> 144 µs at B=64; H200, two runs of each.)
   Func c_rows = pipeline_funcs({s.o}).at("c_mix_im").in(s.cp.func());
   const std::vector<Var> a = c_rows.args();  // (part, col, row, h)
-  c_rows.compute_root().reorder_storage(a[0], a[2], a[1], a[3]).bound(a[0], 0, 2).reorder(a[0], a[2], a[1], a[3]);
-  c_rows.unroll(a[0]);
+  c_rows.compute_root().reorder_storage(a[0], a[2], a[1], a[3]).bound(a[0], 0, 2).reorder(a[0], a[2], a[1], a[3]).unroll(a[0]);
   gpu_stage(c_rows, {a[2], a[1], a[3]}, k.threads, "params");
   Func decay = s.modes.decay_pow.func();
   const std::vector<Var> d = decay.args();  // (n, m, h)
   decay.compute_root().rename(d[0], a[2]);
   gpu_stage(decay, {a[2], d[1], d[2]}, k.threads, "params");
-  decay.compute_with(c_rows, Var("params_blk"));
+  decay.compute_with(c_rows, gpu_stage_block("params"));
   done.insert({c_rows.name(), decay.name()});
   // p: each block of cp's kernel first adds the key kernel's partial sums for its head and
   // sequence into shared memory. (As a kernel of its own, p took 5.3 µs at B=64, H200.)
