@@ -150,6 +150,9 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
   const std::vector<Var> a = stored.args();
   const std::string p = f.name() + "_in";
   const Var &x = a[0], &y = a[1];
+  // Stored along y (a consumer's reorder_storage): each thread stores its tile's values of
+  // one x as one vector, y's extent rounded up to whole blocks so that no store is guarded.
+  const bool y_major = stored.function().schedule().storage_dims()[0].var == y.name();
   // A token (or lag) dimension within a chunk has the chunk's extent: at chunk 32 and 4×4
   // tiles, 16 threads along it would tile 64 tokens, half of them past the chunk (the
   // intra-chunk products over (tau, i) took 0.69-0.83 ms each so, 0.42-0.51 ms with 8; B=8
@@ -166,9 +169,10 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
   const int TX = threads_along(x, x.name() == v.r.name() ? 16 : 8), TY = threads_along(y, std::max(1, k.threads / TX));
   Var xo(p + "_xo"), xi(p + "_xi"), yo(p + "_yo"), yi(p + "_yi"), tx(p + "_tx"), ty(p + "_ty"), rx(p + "_rx"),
       ry(p + "_ry"), patch(p + "_patch");
+  if (y_major) stored.align_bounds(y, TY * R);
   stored.compute_root()
       .split(x, xo, xi, TX * R, TailStrategy::GuardWithIf)
-      .split(y, yo, yi, TY * R, TailStrategy::GuardWithIf)
+      .split(y, yo, yi, TY * R, y_major ? TailStrategy::RoundUp : TailStrategy::GuardWithIf)
       .split(xi, tx, rx, R)
       .split(yi, ty, ry, R);
   // Grid dimensions y and z: the first two of chunk, head, batch that f has.
@@ -179,17 +183,24 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
     (grid && blocks.size() < 3 ? blocks : serial).push_back(a[j]);
   }
   std::vector<VarOrRVar> order{rx, ry, tx, ty};
+  if (y_major) std::swap(order[0], order[1]);
   order.insert(order.end(), serial.begin(), serial.end());
   order.push_back(xo);
   order.push_back(yo);
   order.insert(order.end(), blocks.begin() + 1, blocks.end());
   stored.reorder(order).fuse(xo, yo, patch);
   gpu_grid(stored, blocks);
-  stored.gpu_threads(tx, ty).unroll(rx).unroll(ry);
+  stored.gpu_threads(tx, ty).unroll(rx);
+  if (y_major) {
+    stored.vectorize(ry);
+  } else {
+    stored.unroll(ry);
+  }
   // The tile is computed whole, also where the region a consumer needs is clipped (the last
   // chunk, a clamped index): registers need a constant size. Past the true sizes the stages
   // read zeros through `chunked`, and parameters and states through clamped indices.
   f.compute_at(stored, tx).bound_extent(x, R).bound_extent(y, R).unroll(x).unroll(y);
+  if (y_major) f.reorder_storage(y, x);
   for (size_t j = 2; j < a.size(); ++j) f.bound_extent(f.args()[j], 1);
   for (int u = 0; u < f.num_update_definitions(); ++u) {
     std::vector<VarOrRVar> dims{x, y};
@@ -218,10 +229,11 @@ std::map<std::string, std::vector<std::vector<Expr>>> update_calls(const Func &f
 // A register tile's reduction in steps of kReductionStep of its first loop, unrolled, and the
 // operands that it reads from stored stages loaded kReductionStep values at a time. Each
 // thread's step first copies what it reads of each such operand into registers, a vector along
-// the operand's contiguous dimension where that is the reduction's (kReductionStep values a
-// step) or the tile's (tile values), then multiplies from the copies; the operand's rows are
-// aligned to kReductionStep (align_bounds, and mins at 0: mins_at_zero), so a copy is one
-// 128-bit load (PTX ld.v4) where it was four scalar loads. (The tiles are bound by the L1 pipe's
+// the operand's contiguous dimension (its first, or the one its storage puts first: mode_major)
+// where that is the reduction's (kReductionStep values a step) or the tile's (tile values),
+// then multiplies from the copies; the operand's rows are aligned to kReductionStep
+// (align_bounds, and mins at 0: mins_at_zero), so a copy is one 128-bit load (PTX ld.v4;
+// ld.v2 for 2×2 tiles) where it was four (two) scalar loads. (The tiles are bound by the L1 pipe's
 // throughput, 98% in Nsight Compute on the H200: a vector load uses it once for four values.)
 //
 // Measured per kernel with Nsight Compute on the H200 (B=8 T=4096 H=16, D=S=M=64, chunk 32,
@@ -234,6 +246,21 @@ std::map<std::string, std::vector<std::vector<Expr>>> update_calls(const Func &f
 // stepped, IDA's mixing took 1.08 -> 1.59 ms and its read through the state 0.89 -> 1.29 ms
 // (twice as many values in registers); copied as well, 1.94 and 1.30 ms.
 constexpr int kReductionStep = 4;
+// A tiled operand g is read through its stored copy (its global wrapper), else g itself.
+Func stored_copy_source(const Internal::Function &g) {
+  const auto &wrappers = g.schedule().wrappers();
+  const auto global = wrappers.find("");
+  return global != wrappers.end() ? Func(Internal::Function(global->second)) : Func(g);
+}
+// The argument of f stored innermost.
+size_t contiguous_dim(const Func &f) {
+  const std::vector<Var> a = f.args();
+  const std::string first = f.function().schedule().storage_dims()[0].var;
+  for (size_t j = 0; j < a.size(); ++j) {
+    if (a[j].name() == first) return j;
+  }
+  return 0;
+}
 void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored_stages) {
   const std::vector<Var> a = f.args();
   for (int u = 0; u < f.num_update_definitions(); ++u) {
@@ -266,26 +293,26 @@ void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored
         }
         return true;
       });
-      if (regular && !extents.empty() && extents[0] == kReductionStep) copied.emplace_back(g, extents);
+      const size_t inner = contiguous_dim(stored_copy_source(g));
+      if (regular && inner < extents.size() && extents[inner] > 1) copied.emplace_back(g, extents);
     }
     if (!causal && copied.empty()) continue;
     const std::string p = f.name() + "_step" + std::to_string(u);
     const RVar ro(p + "_ro"), ri(p + "_ri");
     f.update(u).split(rv[0], ro, ri, kReductionStep, TailStrategy::GuardWithIf).unroll(ri);
     for (auto &[g, extents] : copied) {
-      // A tiled operand is read through its stored copy (its global wrapper).
-      const auto &wrappers = g.schedule().wrappers();
-      const auto global = wrappers.find("");
-      Func stored = global != wrappers.end() ? Func(Internal::Function(global->second)) : Func(g);
-      stored.align_bounds(stored.args()[0], kReductionStep);
+      Func stored = stored_copy_source(g);
+      const size_t inner = contiguous_dim(stored);
+      stored.align_bounds(stored.args()[inner], kReductionStep);
       Func copy = stored.in(f);
       const std::vector<Var> ca = copy.args();
       copy.compute_at(f, ro).store_in(MemoryType::Register);
       for (size_t j = 0; j < ca.size(); ++j) {
         copy.bound_extent(ca[j], extents[j]);
-        if (j > 0 && extents[j] > 1) copy.unroll(ca[j]);
+        if (j != inner && extents[j] > 1) copy.unroll(ca[j]);
       }
-      copy.vectorize(ca[0]);
+      if (inner != 0) copy.reorder_storage(ca[inner], ca[0]);
+      copy.vectorize(ca[inner]);
     }
   }
 }
@@ -385,6 +412,20 @@ void gpu_token_sum(Func f, const CudaKnobs &k) {
   }
 }
 
+// vs, f's pure loop variables, in the order of f's storage (innermost first), so that
+// consecutive threads write consecutive elements where f's storage was reordered.
+std::vector<Var> in_storage_order(const Func &f, std::vector<Var> vs) {
+  const std::vector<Internal::StorageDim> &dims = f.function().schedule().storage_dims();
+  auto rank = [&](const Var &v) {
+    for (size_t j = 0; j < dims.size(); ++j) {
+      if (dims[j].var == v.name()) return j;
+    }
+    return dims.size();
+  };
+  std::stable_sort(vs.begin(), vs.end(), [&](const Var &a, const Var &b) { return rank(a) < rank(b); });
+  return vs;
+}
+
 // Returns whether f became register tiles.
 bool gpu_root(Func f, const CudaKnobs &k, bool is_output) {
   if (!is_output && is_token_sum(f)) {
@@ -400,9 +441,9 @@ bool gpu_root(Func f, const CudaKnobs &k, bool is_output) {
   const int threads = k.threads;
   f.compute_root();
   const std::string p = f.name();
-  if (!Internal::is_undef(f.values()[0])) gpu_stage(f, pure_vars(f, -1), threads, p + "_s0");
+  if (!Internal::is_undef(f.values()[0])) gpu_stage(f, in_storage_order(f, pure_vars(f, -1)), threads, p + "_s0");
   for (int u = 0; u < f.num_update_definitions(); ++u) {
-    gpu_stage(f.update(u), pure_vars(f, u), threads, p + "_s" + std::to_string(u + 1));
+    gpu_stage(f.update(u), in_storage_order(f, pure_vars(f, u)), threads, p + "_s" + std::to_string(u + 1));
   }
   return false;
 }
@@ -569,6 +610,22 @@ void aligned_decay_rows(std::initializer_list<CxFunc *> tables) {
   for (CxFunc *t : tables) t->func().align_bounds(vars().n, kReductionStep);
 }
 
+// A scan's chunk states and carries stored mode-major (modes, or slots, innermost), for a
+// reader that tiles along modes and sums over channels (the forwards' key read through the
+// state, IDA's p_inter and BLA's z_inter): its operand then lies along the tile, which each
+// thread reads as vectors (vector_tile_reduction) and a warp in one row per step, where
+// stored channel-major each warp read 8 rows of the state per step. The carries' tiles store
+// along modes too (gpu_tiled_reduction), and the state update runs along them
+// (in_storage_order). Measured with Nsight Compute on the H200 (B=8 T=4096 H=16 D=M=S=64,
+// chunk 32, 4×4 tiles): BLA's read 651 -> 334 µs (its carry 296 -> 316, the update 177 ->
+// 181), IDA's 1550 -> 675 µs (carry 603 -> 657, update 303 -> 360). (Without vector stores
+// the carries took 493 and 1250 µs; with threads along modes, 653 µs for BLA's.)
+void mode_major(ScanStages &scan) {
+  const Vars &x = vars();
+  scan.state.func().reorder_storage(x.m, x.r, x.c, x.h, x.b);
+  scan.carry.func().in().reorder_storage(x.m, x.r, x.c, x.h, x.b);
+}
+
 }  // namespace
 
 void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
@@ -582,6 +639,7 @@ void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
   gpu_chunk_rows(f.kt, {f.k_ssq}, f.k_act, {f.k_ssq, f.kt}, k, done);
   gpu_chunk_rows(f.vt, {f.v_ssq}, f.v, {f.v_ssq, f.vt}, k, done);
   aligned_decay_rows({&s.modes.decay_pow});
+  mode_major(s.key_scan);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"*_chunked", "o_out"}), k, done,
                          {f.fq.name(), f.kt.name(), f.vt.name()});
 }
@@ -602,6 +660,7 @@ void schedule_bla_forward_cuda(BlaForwardStages &s, const CudaKnobs &k) {
   std::set<std::string> done;
   BlaSoftmax &sm = s.softmax;
   gpu_chunk_rows(sm.pi.func(), {sm.zmax, sm.den}, s.z.out.func(), {sm.zmax, sm.ez}, k, done);
+  mode_major(s.key_scan);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"o_out", "z_out", "ez"}), k, done,
                          {sm.pi.func().name()});
 }
