@@ -29,6 +29,33 @@ std::vector<Var> pure_vars(const Func &f, int update) {
   return out;
 }
 
+// The position of each of f's arguments in f's storage (0: innermost; reorder_storage may
+// have moved them).
+size_t storage_rank(const Func &f, const Var &v) {
+  const std::vector<Internal::StorageDim> &dims = f.function().schedule().storage_dims();
+  for (size_t j = 0; j < dims.size(); ++j) {
+    if (dims[j].var == v.name()) return j;
+  }
+  return dims.size();
+}
+
+// vs, f's pure loop variables, in the order of f's storage (innermost first), so that
+// consecutive threads write consecutive elements where f's storage was reordered.
+std::vector<Var> in_storage_order(const Func &f, std::vector<Var> vs) {
+  std::stable_sort(vs.begin(), vs.end(),
+                   [&](const Var &a, const Var &b) { return storage_rank(f, a) < storage_rank(f, b); });
+  return vs;
+}
+
+// The argument of f stored innermost.
+size_t contiguous_dim(const Func &f) {
+  const std::vector<Var> a = f.args();
+  for (size_t j = 0; j < a.size(); ++j) {
+    if (storage_rank(f, a[j]) == 0) return j;
+  }
+  return 0;
+}
+
 // Threads along the rows of per-token vectors: 32 along the vector, the rest of the block
 // along the second dimension.
 constexpr int kRowThreads = 32;
@@ -152,7 +179,7 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
   const Var &x = a[0], &y = a[1];
   // Stored along y (a consumer's reorder_storage): each thread stores its tile's values of
   // one x as one vector, y's extent rounded up to whole blocks so that no store is guarded.
-  const bool y_major = stored.function().schedule().storage_dims()[0].var == y.name();
+  const bool y_major = contiguous_dim(stored) == 1;
   // A token (or lag) dimension within a chunk has the chunk's extent: at chunk 32 and 4×4
   // tiles, 16 threads along it would tile 64 tokens, half of them past the chunk (the
   // intra-chunk products over (tau, i) took 0.69-0.83 ms each so, 0.42-0.51 ms with 8; B=8
@@ -251,15 +278,6 @@ Func stored_copy_source(const Internal::Function &g) {
   const auto &wrappers = g.schedule().wrappers();
   const auto global = wrappers.find("");
   return global != wrappers.end() ? Func(Internal::Function(global->second)) : Func(g);
-}
-// The argument of f stored innermost.
-size_t contiguous_dim(const Func &f) {
-  const std::vector<Var> a = f.args();
-  const std::string first = f.function().schedule().storage_dims()[0].var;
-  for (size_t j = 0; j < a.size(); ++j) {
-    if (a[j].name() == first) return j;
-  }
-  return 0;
 }
 void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored_stages) {
   const std::vector<Var> a = f.args();
@@ -410,20 +428,6 @@ void gpu_token_sum(Func f, const CudaKnobs &k) {
       stage_chunk_rows(g, {f}, host, x.c, k);
     }
   }
-}
-
-// vs, f's pure loop variables, in the order of f's storage (innermost first), so that
-// consecutive threads write consecutive elements where f's storage was reordered.
-std::vector<Var> in_storage_order(const Func &f, std::vector<Var> vs) {
-  const std::vector<Internal::StorageDim> &dims = f.function().schedule().storage_dims();
-  auto rank = [&](const Var &v) {
-    for (size_t j = 0; j < dims.size(); ++j) {
-      if (dims[j].var == v.name()) return j;
-    }
-    return dims.size();
-  };
-  std::stable_sort(vs.begin(), vs.end(), [&](const Var &a, const Var &b) { return rank(a) < rank(b); });
-  return vs;
 }
 
 // Returns whether f became register tiles.
