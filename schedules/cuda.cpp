@@ -622,8 +622,9 @@ void aligned_decay_rows(std::initializer_list<CxFunc *> tables) {
 // along modes too (gpu_tiled_reduction), and the state update runs along them
 // (in_storage_order). Measured with Nsight Compute on the H200 (B=8 T=4096 H=16 D=M=S=64,
 // chunk 32, 4×4 tiles): BLA's read 651 -> 334 µs (its carry 296 -> 316, the update 177 ->
-// 181), IDA's 1550 -> 675 µs (carry 603 -> 657, update 303 -> 360). (Without vector stores
-// the carries took 493 and 1250 µs; with threads along modes, 653 µs for BLA's.)
+// 181), IDA's 1550 -> 675 µs (carry 603 -> 657, update 303 -> 360). (Stored element by
+// element, BLA's carry took 493 µs; with its threads along modes instead, 653 µs, and IDA's
+// 1250 µs.)
 void mode_major(ScanStages &scan) {
   const Vars &x = vars();
   scan.state.func().reorder_storage(x.m, x.r, x.c, x.h, x.b);
