@@ -296,10 +296,15 @@ void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored
                          Internal::expr_uses_var(e, a[1].name());
       return mixes ? 0 : 1;
     };
-    // The operands to copy: real stored stages read in one shape, kReductionStep wide along
-    // the first dimension (as extents per dimension).
+    // The operands to copy: real stored stages read in one shape, more than one value wide
+    // along their contiguous dimension (as extents per dimension).
     const std::map<std::string, Internal::Function> callees = Internal::find_direct_calls(f.function());
-    std::vector<std::pair<Internal::Function, std::vector<int>>> copied;
+    struct Copied {
+      Func stored;                // what the copy reads: stored_copy_source
+      size_t inner;               // its contiguous dimension
+      std::vector<int> extents;  // per dimension
+    };
+    std::vector<Copied> copied;
     for (const auto &[name, calls] : update_calls(f, u)) {
       const Internal::Function g = callees.at(name);
       if (!copies || stored_stages.count(name) == 0 || g.outputs() > 1) continue;
@@ -311,16 +316,15 @@ void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored
         }
         return true;
       });
-      const size_t inner = contiguous_dim(stored_copy_source(g));
-      if (regular && inner < extents.size() && extents[inner] > 1) copied.emplace_back(g, extents);
+      const Func stored = stored_copy_source(g);
+      const size_t inner = contiguous_dim(stored);
+      if (regular && inner < extents.size() && extents[inner] > 1) copied.push_back({stored, inner, extents});
     }
     if (!causal && copied.empty()) continue;
     const std::string p = f.name() + "_step" + std::to_string(u);
     const RVar ro(p + "_ro"), ri(p + "_ri");
     f.update(u).split(rv[0], ro, ri, kReductionStep, TailStrategy::GuardWithIf).unroll(ri);
-    for (auto &[g, extents] : copied) {
-      Func stored = stored_copy_source(g);
-      const size_t inner = contiguous_dim(stored);
+    for (auto &[stored, inner, extents] : copied) {
       stored.align_bounds(stored.args()[inner], kReductionStep);
       Func copy = stored.in(f);
       const std::vector<Var> ca = copy.args();
