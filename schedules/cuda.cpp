@@ -29,6 +29,17 @@ std::vector<Var> pure_vars(const Func &f, int update) {
   return out;
 }
 
+// A loop made by a split is named "<old>.<new>": schedules find it by its last part.
+std::string unqualified(const std::string &loop) { return loop.substr(loop.rfind('.') + 1); }
+
+// The reduction loops of f's update u by the names a schedule calls them (rvars() qualifies
+// those made by a split, which the scheduling calls refuse).
+std::vector<RVar> loop_rvars(const Func &f, int u) {
+  std::vector<RVar> out;
+  for (const RVar &r : f.rvars(u)) out.push_back(RVar(unqualified(r.name())));
+  return out;
+}
+
 // The position of each of f's arguments in f's storage (0: innermost; reorder_storage may
 // have moved them).
 size_t storage_rank(const Func &f, const Var &v) {
@@ -172,6 +183,14 @@ bool is_reduction(const Func &f) {
 // IDA B=8, T=4096, H=16 (CUDA_ERROR_ILLEGAL_ADDRESS on the H200). A grid dimension y or z
 // holds at most 65535 blocks: the runtime refuses more chunks, heads or batch elements
 // (check_cuda_grid).
+// The dimension that tiled_partial_sums gives its pieces.
+Var piece_of(const Func &f) { return Var(f.name() + "_piece"); }
+bool is_piece(const Var &v) {
+  const std::string suffix = "_piece";
+  const std::string &n = v.name();
+  return n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
   Func stored = f.in();
   const std::vector<Var> a = stored.args();
@@ -202,10 +221,15 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
       .split(y, yo, yi, TY * R, y_major ? TailStrategy::RoundUp : TailStrategy::GuardWithIf)
       .split(xi, tx, rx, R)
       .split(yi, ty, ry, R);
-  // Grid dimensions y and z: the first two of chunk, head, batch that f has.
+  // Grid dimensions y and z: a piece of a sum split into partial sums (tiled_partial_sums),
+  // then the first of chunk, head, batch that f has.
   std::vector<VarOrRVar> serial, blocks{patch};
   for (size_t j = 2; j < a.size(); ++j) {
+    if (is_piece(a[j])) blocks.push_back(a[j]);
+  }
+  for (size_t j = 2; j < a.size(); ++j) {
     const std::string n = a[j].name();
+    if (is_piece(a[j])) continue;
     const bool grid = n == v.c.name() || n == v.h.name() || n == v.b.name();
     (grid && blocks.size() < 3 ? blocks : serial).push_back(a[j]);
   }
@@ -231,7 +255,7 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
   for (size_t j = 2; j < a.size(); ++j) f.bound_extent(f.args()[j], 1);
   for (int u = 0; u < f.num_update_definitions(); ++u) {
     std::vector<VarOrRVar> dims{x, y};
-    for (const RVar &r : f.rvars(u)) dims.push_back(r);
+    for (const RVar &r : loop_rvars(f, u)) dims.push_back(r);
     for (size_t j = 2; j < a.size(); ++j) dims.push_back(f.args()[j]);
     f.update(u).reorder(dims).unroll(x).unroll(y);
   }
@@ -282,7 +306,7 @@ Func stored_copy_source(const Internal::Function &g) {
 void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored_stages) {
   const std::vector<Var> a = f.args();
   for (int u = 0; u < f.num_update_definitions(); ++u) {
-    const std::vector<RVar> rv = f.rvars(u);
+    const std::vector<RVar> rv = f.rvars(u);  // (as the update's expressions name them)
     if (rv.empty()) continue;
     const bool causal = !Internal::is_const_one(f.function().update(u).predicate());
     const bool copies = !causal && f.outputs() == 1;
@@ -323,7 +347,7 @@ void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored
     if (!causal && copied.empty()) continue;
     const std::string p = f.name() + "_step" + std::to_string(u);
     const RVar ro(p + "_ro"), ri(p + "_ri");
-    f.update(u).split(rv[0], ro, ri, kReductionStep, TailStrategy::GuardWithIf).unroll(ri);
+    f.update(u).split(loop_rvars(f, u)[0], ro, ri, kReductionStep, TailStrategy::GuardWithIf).unroll(ri);
     for (auto &[stored, inner, extents] : copied) {
       stored.align_bounds(stored.args()[inner], kReductionStep);
       Func copy = stored.in(f);
@@ -363,8 +387,6 @@ bool tiles_within_chunks(const Func &f) {
 // instead of 31 once its reads were no longer clamped. B=64, H200. Unrolled 4-wide, IDA's key
 // kernel took as long, and the IDA step longer end to end.)
 constexpr int kStepUnroll = 8;
-// A loop made by a split is named "<old>.<new>": schedules find it by its last part.
-std::string unqualified(const std::string &loop) { return loop.substr(loop.rfind('.') + 1); }
 
 void unroll_serial(Stage s, const VarOrRVar &v, int factor = kStepUnroll) {
   const std::string n = unqualified(v.name());
@@ -563,7 +585,7 @@ void partial_sums(Func f, bool keep_innermost, const CudaKnobs &k, std::set<std:
       Stage st = v < 0 ? Stage(partial) : partial.update(v);
       std::vector<VarOrRVar> loops;  // its reductions inside each thread, then `order`
       if (v >= 0) {
-        for (const RVar &r : partial.rvars(v)) loops.push_back(RVar(unqualified(r.name())));
+        for (const RVar &r : loop_rvars(partial, v)) loops.push_back(r);
       }
       loops.insert(loops.end(), order.begin(), order.end());
       st.reorder(loops);
@@ -571,6 +593,19 @@ void partial_sums(Func f, bool keep_innermost, const CudaKnobs &k, std::set<std:
     }
     done.insert(partial.name());
   }
+}
+
+// A sum over the call's tokens per element of a state-sized result (m, m2, h, b: IDA's
+// mixing gradient Γ) as partial sums: its token loop split into pieces of kPartialTokens
+// tokens, each piece's sum an element of an intermediate (rfactor) along a dimension that
+// the register tiles run in the grid (gpu_tiled_reduction: blocks over the pieces and the
+// heads, each thread a tile of every batch element), which f then adds. (As one register
+// tile per head and batch element summing every token, Γ was 256 blocks of 128 threads on
+// the H200's 132 SMs, and took 2.39 ms at B=8 T=4096 H=16 M=64.)
+void tiled_partial_sums(Func f) {
+  const RVar token = f.rvars(0)[0];
+  const RVar ro(f.name() + "_pieces"), ri(f.name() + "_within");
+  f.update(0).split(token, ro, ri, kPartialTokens, TailStrategy::GuardWithIf).rfactor(ro, piece_of(f));
 }
 
 // A backward pass: its gradient outputs and the generator's batch-summed parameter gradients
@@ -655,6 +690,7 @@ void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
 
 void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &sums, const CudaKnobs &k) {
   aligned_decay_rows({&s.fwd.modes.decay_pow, &s.conj_decay});
+  tiled_partial_sums(s.gram_grad.func());
   std::set<std::string> done;
   partial_sums(s.end_terms.func(), true, k, done);
   for (Func f : {s.mode_terms.func(), s.d_b.func(), s.d_gk, s.d_bk, s.d_gv, s.d_bv}) partial_sums(f, false, k, done);

@@ -230,6 +230,7 @@ fsattn_status KernelArgs::run(const Kernel &k, int64_t batch, const fsattn_exec 
                                                 "elements");
     }
     fsattn_status st = cuda_target(k.name, exec->stream, &target);
+    target.max_registers = k.registers;
     if (st == FSATTN_OK) st = device_scalars(target, k.name, &device_zero, &device_sink);
     std::vector<DeviceRange> ranges;
     for (size_t a = 0; a < entries_.size(); ++a) {

@@ -5,6 +5,8 @@
 #include <HalideRuntime.h>
 #include <HalideRuntimeCuda.h>
 
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -174,6 +176,42 @@ extern "C" int halide_cuda_device_free(void *user_context, halide_buffer_t *buf)
   }
   return halide_cuda_detach_device_ptr(user_context, buf);
 }
+
+// Halide's PTX compilation, replaced (the runtime's definition is weak): the driver compiles
+// each pipeline's PTX on its first call in a context, with at most the call's
+// CudaTarget::max_registers registers a thread (the kernel table's, from
+// generators/CMakeLists.txt). Halide's own gives every kernel 64, and the register tiles
+// spilled there: at B=8 T=4096 H=16 D=M=S=64 on the H200, IDA's backward read within the
+// chunk took 2.61 ms at 64 registers and 0.85 ms at 128 (Nsight Compute), the IDA backward
+// 36.6 -> 32.5 ms (README). As in Halide, HL_CUDA_JIT_MAX_REGISTERS, when set, is the budget
+// of every kernel (for experiments). Returns NULL, with the message given to Halide's error
+// handler, when the driver refuses the PTX.
+namespace Halide::Runtime::Internal::Cuda {
+fsattn::cu::Module compile_kernel(void *user_context, const char *ptx, int size);
+fsattn::cu::Module compile_kernel(void *user_context, const char *ptx, int) {
+  using namespace fsattn;
+  std::string why;
+  const cu::Driver *d = cu::driver(&why);
+  if (d == nullptr) {
+    halide_error(user_context, ("CUDA: " + why).c_str());
+    return nullptr;
+  }
+  const CudaTarget *t = user_context != nullptr ? g_target_of(user_context) : nullptr;
+  int registers = t != nullptr ? t->max_registers : kDefaultMaxRegisters;
+  if (const char *env = std::getenv("HL_CUDA_JIT_MAX_REGISTERS"); env != nullptr && std::atoi(env) > 0) {
+    registers = std::atoi(env);
+  }
+  int options[] = {cu::kJitMaxRegisters};
+  void *values[] = {reinterpret_cast<void *>(uintptr_t(registers))};
+  cu::Module module = nullptr;
+  const cu::Result r = d->ModuleLoadDataEx(&module, ptx, 1, options, values);
+  if (r != cu::kSuccess) {
+    halide_error(user_context, ("CUDA: cuModuleLoadDataEx failed: " + cu::error_text(*d, r)).c_str());
+    return nullptr;
+  }
+  return module;
+}
+}  // namespace Halide::Runtime::Internal::Cuda
 
 namespace fsattn {
 

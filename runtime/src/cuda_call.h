@@ -10,12 +10,19 @@
 
 namespace fsattn {
 
+// Halide 14's own budget: 64 registers a thread.
+constexpr int kDefaultMaxRegisters = 64;
+
 // Where a CUDA kernel runs: the context current on the calling thread (else the primary
 // context of device 0, the one the CUDA runtime API would make current) and the caller's
 // stream. Halide's CUDA runtime is pointed at both through the call's user_context.
 struct CudaTarget {
   cu::Context context = nullptr;
   cu::Stream stream = nullptr;
+  // The kernel's register budget per thread (its row of the kernel table), with which the
+  // driver compiles the pipeline's PTX on its first call in a context (see compile_kernel in
+  // cuda_call.cpp).
+  int max_registers = kDefaultMaxRegisters;
 };
 
 // Points Halide's CUDA runtime at the context and stream of each call. Its device buffers

@@ -58,6 +58,7 @@ Loaded load() {
   bind(lib, "cuEventRecord", d.EventRecord, w);
   bind(lib, "cuEventSynchronize", d.EventSynchronize, w);
   bind(lib, "cuEventElapsedTime", d.EventElapsedTime, w);
+  bind(lib, "cuModuleLoadDataEx", d.ModuleLoadDataEx, w);
   bind(lib, "cuGetErrorName", d.GetErrorName, w);
   bind(lib, "cuGetErrorString", d.GetErrorString, w);
   if (!w.empty()) return l;

@@ -15,6 +15,7 @@ using Context = void *;
 using Stream = void *;
 using Event = void *;
 using DevicePtr = unsigned long long;
+using Module = void *;
 
 constexpr Result kSuccess = 0;
 constexpr Result kErrorOutOfMemory = 2;
@@ -23,6 +24,7 @@ constexpr int kPointerAttributeRangeStart = 11, kPointerAttributeRangeSize = 12;
 constexpr unsigned kMemoryTypeHost = 1, kMemoryTypeDevice = 2, kMemoryTypeUnified = 4;
 constexpr int kAttributeComputeCapabilityMajor = 75, kAttributeComputeCapabilityMinor = 76;
 constexpr unsigned kStreamNonBlocking = 1;
+constexpr int kJitMaxRegisters = 0;  // CU_JIT_MAX_REGISTERS
 
 struct Driver {
   Result (*Init)(unsigned flags);
@@ -53,6 +55,7 @@ struct Driver {
   Result (*EventRecord)(Event event, Stream stream);
   Result (*EventSynchronize)(Event event);
   Result (*EventElapsedTime)(float *ms, Event start, Event end);
+  Result (*ModuleLoadDataEx)(Module *module, const void *image, unsigned count, int *options, void **values);
   Result (*GetErrorName)(Result error, const char **name);
   Result (*GetErrorString)(Result error, const char **text);
 };

@@ -25,8 +25,8 @@ namespace {
 [[maybe_unused]] constexpr fsattn_device device_cpu = FSATTN_DEVICE_CPU;
 [[maybe_unused]] constexpr fsattn_device device_cuda = FSATTN_DEVICE_CUDA;
 
-#define FSATTN_KERNEL(OP, DEVICE, VARIANT, SCHEDULE, CHUNK)                                   \
-  Kernel{op_##OP, device_##DEVICE, #VARIANT, #SCHEDULE, CHUNK, fsattn_##OP##__##VARIANT##_argv, \
+#define FSATTN_KERNEL(OP, DEVICE, VARIANT, SCHEDULE, CHUNK, REGISTERS)                                   \
+  Kernel{op_##OP, device_##DEVICE, #VARIANT, #SCHEDULE, CHUNK, REGISTERS, fsattn_##OP##__##VARIANT##_argv, \
          fsattn_##OP##__##VARIANT##_metadata, "fsattn_" #OP "__" #VARIANT},
 const Kernel kTable[] = {
 #include "kernel_table.inc"
