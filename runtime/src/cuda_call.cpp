@@ -181,9 +181,10 @@ extern "C" int halide_cuda_device_free(void *user_context, halide_buffer_t *buf)
 // each pipeline's PTX on its first call in a context, with at most the call's
 // CudaTarget::max_registers registers a thread (the kernel table's, from
 // generators/CMakeLists.txt). Halide's own gives every kernel 64, and the register tiles
-// spilled there: at B=8 T=4096 H=16 D=M=S=64 on the H200, IDA's backward read within the
-// chunk took 2.61 ms at 64 registers and 0.85 ms at 128 (Nsight Compute), the IDA backward
-// 36.6 -> 32.5 ms (README). As in Halide, HL_CUDA_JIT_MAX_REGISTERS, when set, is the budget
+// spilled to local memory there: at B=8 T=4096 H=16 D=M=S=64 on the H200, IDA's backward
+// read within the chunk (hk_intra) took 2.61 ms at 64 registers and 0.85 ms at 128 (Nsight
+// Compute), the IDA forward+backward 44.6 -> 40.5 ms (README, "Register budgets"). As in
+// Halide, HL_CUDA_JIT_MAX_REGISTERS, when set, is the budget
 // of every kernel (for experiments). Returns NULL, with the message given to Halide's error
 // handler, when the driver refuses the PTX.
 namespace Halide::Runtime::Internal::Cuda {
