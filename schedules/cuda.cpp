@@ -171,7 +171,9 @@ bool is_reduction(const Func &f) {
 // operand for tile² multiply-adds), then stored once to a wrapper of f that every consumer
 // reads. (Accumulating in f's own buffer, each step would load and store it in global
 // memory, and its initial value would be a kernel of its own.) tile = 1: one element per
-// thread.
+// thread. At Halide's 64 registers a thread, most 4×4 tiles spill to local memory; the
+// variants where 128 is faster are compiled with it (`registers=` in the kernel table,
+// generators/CMakeLists.txt).
 //
 // The blocks run over the patches (x) and the first two of the chunks, heads and batch
 // elements (y, z); any other dimension is a loop inside each block (for the scans' stages,
