@@ -164,6 +164,14 @@ bool is_reduction(const Func &f) {
   return true;
 }
 
+// The dimension that tiled_partial_sums gives its pieces.
+Var piece_of(const Func &f) { return Var(f.name() + "_piece"); }
+bool is_piece(const Var &v) {
+  const std::string suffix = "_piece";
+  const std::string &n = v.name();
+  return n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 // A plain reduction f(x, y, ...) (not an output) as register tiles: a block of threads
 // covers a (TX tile) × (threads/TX tile) patch of (x, y) (TX: 16 along channels, 8 along
 // modes, slots or tokens; see below), each thread a tile × tile piece of
@@ -185,14 +193,6 @@ bool is_reduction(const Func &f) {
 // IDA B=8, T=4096, H=16 (CUDA_ERROR_ILLEGAL_ADDRESS on the H200). A grid dimension y or z
 // holds at most 65535 blocks: the runtime refuses more chunks, heads or batch elements
 // (check_cuda_grid).
-// The dimension that tiled_partial_sums gives its pieces.
-Var piece_of(const Func &f) { return Var(f.name() + "_piece"); }
-bool is_piece(const Var &v) {
-  const std::string suffix = "_piece";
-  const std::string &n = v.name();
-  return n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
   Func stored = f.in();
   const std::vector<Var> a = stored.args();
@@ -223,8 +223,9 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
       .split(y, yo, yi, TY * R, y_major ? TailStrategy::RoundUp : TailStrategy::GuardWithIf)
       .split(xi, tx, rx, R)
       .split(yi, ty, ry, R);
-  // Grid dimensions y and z: a piece of a sum split into partial sums (tiled_partial_sums),
-  // then the first of chunk, head, batch that f has.
+  // Grid dimensions y and z: the pieces of a sum split into partial sums (tiled_partial_sums;
+  // 64 tokens each, so no more than the chunks of 32 or 64, which check_cuda_grid bounds) where f has
+  // them, then the first of chunk, head, batch that f has, up to two in all.
   std::vector<VarOrRVar> serial, blocks{patch};
   for (size_t j = 2; j < a.size(); ++j) {
     if (is_piece(a[j])) blocks.push_back(a[j]);

@@ -184,9 +184,9 @@ extern "C" int halide_cuda_device_free(void *user_context, halide_buffer_t *buf)
 // spilled to local memory there: at B=8 T=4096 H=16 D=M=S=64 on the H200, IDA's backward
 // read within the chunk (hk_intra) took 2.61 ms at 64 registers and 0.85 ms at 128 (Nsight
 // Compute), the IDA forward+backward 44.6 -> 40.5 ms (README, "Register budgets"). As in
-// Halide, HL_CUDA_JIT_MAX_REGISTERS, when set, is the budget
-// of every kernel (for experiments). Returns NULL, with the message given to Halide's error
-// handler, when the driver refuses the PTX.
+// Halide, HL_CUDA_JIT_MAX_REGISTERS, when set, is the budget of every kernel (for
+// experiments). Returns NULL, with the message given to Halide's error handler, when the
+// driver refuses the PTX.
 namespace Halide::Runtime::Internal::Cuda {
 fsattn::cu::Module compile_kernel(void *user_context, const char *ptx, int size);
 fsattn::cu::Module compile_kernel(void *user_context, const char *ptx, int) {
@@ -198,10 +198,9 @@ fsattn::cu::Module compile_kernel(void *user_context, const char *ptx, int) {
     return nullptr;
   }
   const CudaTarget *t = user_context != nullptr ? g_target_of(user_context) : nullptr;
-  int registers = t != nullptr ? t->max_registers : kDefaultMaxRegisters;
-  if (const char *env = std::getenv("HL_CUDA_JIT_MAX_REGISTERS"); env != nullptr && std::atoi(env) > 0) {
-    registers = std::atoi(env);
-  }
+  const char *env = std::getenv("HL_CUDA_JIT_MAX_REGISTERS");
+  const int from_env = env != nullptr ? std::atoi(env) : 0;
+  const int registers = from_env > 0 ? from_env : t != nullptr ? t->max_registers : kDefaultMaxRegisters;
   int options[] = {cu::kJitMaxRegisters};
   void *values[] = {reinterpret_cast<void *>(uintptr_t(registers))};
   cu::Module module = nullptr;
