@@ -1,5 +1,7 @@
 #include "cuda.h"
 
+#include "register_budget.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -179,9 +181,19 @@ bool is_piece(const Var &v) {
 // operand for tile² multiply-adds), then stored once to a wrapper of f that every consumer
 // reads. (Accumulating in f's own buffer, each step would load and store it in global
 // memory, and its initial value would be a kernel of its own.) tile = 1: one element per
-// thread. At Halide's 64 registers a thread, most 4×4 tiles spill to local memory; the
-// variants where 128 is faster are compiled with it (`registers=` in the kernel table,
-// generators/CMakeLists.txt).
+// thread.
+//
+// A `wide` tile's kernel is named for its variant's register budget (register_budget.h;
+// `registers=` in generators/CMakeLists.txt); every other kernel runs with Halide's 64 a
+// thread. At 64, most 4×4 tiles spill to local memory (ptxas for sm_90: IDA's backward
+// reads within the chunk 1800 bytes each, its mixing 268-312, its reads through the state
+// 284-312), and at 128 most run faster; those whose operands are copied into registers
+// (vector_tile_reduction) then take 76-96 and lose occupancy: their callers keep them
+// narrow. Nsight Compute on the H200 (B=8 T=4096 H=16 D=M=S=64, chunk 32, 4×4 tiles), 64
+// against 128 registers: IDA's hk_intra and hv_intra 2.61 -> 0.85 ms, p_intra and gw_intra
+// 1.09 -> 0.60, w and w2 1.05-1.13 -> 0.85, BLA's dk_intra and dv_intra 0.26 -> 0.20; but
+// IDA's p_inter 0.69 -> 1.04 and its carries 0.62-0.65 -> 0.76-0.84 (kept narrow), and
+// BLA's softmax, no tile, 0.28 -> 0.40.
 //
 // The blocks run over the patches (x) and the first two of the chunks, heads and batch
 // elements (y, z); any other dimension is a loop inside each block (for the scans' stages,
@@ -193,7 +205,7 @@ bool is_piece(const Var &v) {
 // IDA B=8, T=4096, H=16 (CUDA_ERROR_ILLEGAL_ADDRESS on the H200). A grid dimension y or z
 // holds at most 65535 blocks: the runtime refuses more chunks, heads or batch elements
 // (check_cuda_grid).
-void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
+void gpu_tiled_reduction(Func f, const CudaKnobs &k, bool wide) {
   Func stored = f.in();
   const std::vector<Var> a = stored.args();
   const std::string p = f.name() + "_in";
@@ -243,6 +255,11 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k) {
   order.push_back(yo);
   order.insert(order.end(), blocks.begin() + 1, blocks.end());
   stored.reorder(order).fuse(xo, yo, patch);
+  if (wide) {  // (the kernel is named after its outermost block loop)
+    const Var outer = blocks.back().var, named(outer.name() + "_" + kWideKernel);
+    stored.rename(outer, named);
+    blocks.back() = named;
+  }
   gpu_grid(stored, blocks);
   stored.gpu_threads(tx, ty).unroll(rx);
   if (y_major) {
@@ -459,14 +476,14 @@ void gpu_token_sum(Func f, const CudaKnobs &k) {
   }
 }
 
-// Returns whether f became register tiles.
-bool gpu_root(Func f, const CudaKnobs &k, bool is_output) {
+// Returns whether f became register tiles (`wide`: see gpu_tiled_reduction).
+bool gpu_root(Func f, const CudaKnobs &k, bool is_output, bool wide) {
   if (!is_output && is_token_sum(f)) {
     gpu_token_sum(f, k);
     return false;
   }
   if (!is_output && is_reduction(f) && tiles_within_chunks(f)) {
-    gpu_tiled_reduction(f, k);
+    gpu_tiled_reduction(f, k, wide);
     return true;
   }
   // Other reductions (per head or batch element: sums for the parameter gradients, norms)
@@ -477,6 +494,25 @@ bool gpu_root(Func f, const CudaKnobs &k, bool is_output) {
   if (!Internal::is_undef(f.values()[0])) gpu_stage(f, in_storage_order(f, pure_vars(f, -1)), threads, p + "_s0");
   for (int u = 0; u < f.num_update_definitions(); ++u) {
     gpu_stage(f.update(u), in_storage_order(f, pure_vars(f, u)), threads, p + "_s" + std::to_string(u + 1));
+  }
+  return false;
+}
+
+// Whether a Func's name is one of `patterns`: names, or patterns with one '*', which matches
+// any prefix or suffix. (Halide may append "$n" to a name.)
+bool named_in(const std::string &name, const std::set<std::string> &patterns) {
+  const std::string base = name.substr(0, name.find('$'));
+  for (const std::string &pattern : patterns) {
+    const size_t star = pattern.find('*');
+    if (star == std::string::npos) {
+      if (base == pattern) return true;
+      continue;
+    }
+    const std::string head = pattern.substr(0, star), tail = pattern.substr(star + 1);
+    if (base.size() >= head.size() + tail.size() && base.compare(0, head.size(), head) == 0 &&
+        base.compare(base.size() - tail.size(), tail.size(), tail) == 0) {
+      return true;
+    }
   }
   return false;
 }
@@ -498,27 +534,13 @@ std::map<std::string, Func> pipeline_funcs(const std::vector<Func> &outputs) {
 // Funcs named in `scheduled` were given their schedule by the caller and are left as they are;
 // those of them in `stored_by_caller` are computed at root (kernels of their own), and the
 // register tiles may copy them as they copy the stages stored here (vector_tile_reduction).
+// The register tiles are wide (their variant's register budget) but those named in `narrow`
+// (names or patterns, as `inlined`).
 void schedule_pipeline_cuda(const std::vector<Func> &outputs, const std::set<std::string> &inlined,
                             const CudaKnobs &k, const std::set<std::string> &scheduled = {},
-                            const std::set<std::string> &stored_by_caller = {}) {
+                            const std::set<std::string> &stored_by_caller = {},
+                            const std::set<std::string> &narrow = {}) {
   const bool list = std::getenv("FSATTN_LIST_STAGES") != nullptr;
-  auto is_inlined = [&](const std::string &name) {
-    // Halide may append "$n" to a name; '*' matches any prefix or suffix.
-    const std::string base = name.substr(0, name.find('$'));
-    for (const std::string &pattern : inlined) {
-      const size_t star = pattern.find('*');
-      if (star == std::string::npos) {
-        if (base == pattern) return true;
-        continue;
-      }
-      const std::string head = pattern.substr(0, star), tail = pattern.substr(star + 1);
-      if (base.size() >= head.size() + tail.size() && base.compare(0, head.size(), head) == 0 &&
-          base.compare(base.size() - tail.size(), tail.size(), tail) == 0) {
-        return true;
-      }
-    }
-    return false;
-  };
   std::set<std::string> stored = stored_by_caller;  // and the stages computed at root here, outputs aside
   std::vector<Func> tiled;        // those of them that became register tiles
   for (auto &[func_name, f] : pipeline_funcs(outputs)) {
@@ -528,11 +550,11 @@ void schedule_pipeline_cuda(const std::vector<Func> &outputs, const std::set<std
       if (list) std::fprintf(stderr, "  stage %-28s %s\n", name.c_str(), "by its generator's schedule");
       continue;
     }
-    const bool inline_it = !is_output && f.num_update_definitions() == 0 && is_inlined(name);
+    const bool inline_it = !is_output && f.num_update_definitions() == 0 && named_in(name, inlined);
     if (list) std::fprintf(stderr, "  stage %-28s %s\n", name.c_str(),
                            inline_it ? "inline" : is_output ? "output" : is_reduction(f) && tiles_within_chunks(f) ? "tiles" : "root");
     if (inline_it) continue;
-    if (gpu_root(f, k, is_output)) tiled.push_back(f);
+    if (gpu_root(f, k, is_output, !named_in(name, narrow))) tiled.push_back(f);
     if (!is_output) stored.insert(name);
   }
   // Once every stage has its schedule (which operands are stored is known):
@@ -614,9 +636,10 @@ void tiled_partial_sums(Func f) {
 // A backward pass: its gradient outputs and the generator's batch-summed parameter gradients
 // (the stages named in `scheduled` were given their schedules by the caller).
 void schedule_backward_cuda(std::vector<Func> outputs, const std::vector<Func> &sums,
-                            const std::set<std::string> &scheduled, const CudaKnobs &k) {
+                            const std::set<std::string> &scheduled, const CudaKnobs &k,
+                            const std::set<std::string> &narrow = {}) {
   outputs.insert(outputs.end(), sums.begin(), sums.end());
-  schedule_pipeline_cuda(outputs, kViews, k, scheduled);
+  schedule_pipeline_cuda(outputs, kViews, k, scheduled, {}, narrow);
 }
 
 // A per-token vector f(v, i, c, h, b) (a feature map, the softmax's weights) with its sums
@@ -673,6 +696,11 @@ void mode_major(ScanStages &scan) {
   scan.carry.func().in().reorder_storage(x.m, x.r, x.c, x.h, x.b);
 }
 
+// IDA's register tiles kept at Halide's 64 registers in the variants with wider budgets
+// (gpu_tiled_reduction): its read through the state (p_inter) and the scans' carries, whose
+// operands are copied into registers.
+const std::set<std::string> kIdaNarrowTiles = {"p_inter", "*_carry"};
+
 }  // namespace
 
 void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
@@ -688,7 +716,7 @@ void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
   aligned_decay_rows({&s.modes.decay_pow});
   mode_major(s.key_scan);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"*_chunked", "o_out"}), k, done,
-                         {f.fq.name(), f.kt.name(), f.vt.name()});
+                         {f.fq.name(), f.kt.name(), f.vt.name()}, kIdaNarrowTiles);
 }
 
 void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &sums, const CudaKnobs &k) {
@@ -697,7 +725,7 @@ void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &s
   std::set<std::string> done;
   partial_sums(s.end_terms.func(), true, k, done);
   for (Func f : {s.mode_terms.func(), s.d_b.func(), s.d_gk, s.d_bk, s.d_gv, s.d_bv}) partial_sums(f, false, k, done);
-  schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, done, k);
+  schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, done, k, kIdaNarrowTiles);
 }
 
 void schedule_bla_forward_cuda(BlaForwardStages &s, const CudaKnobs &k) {

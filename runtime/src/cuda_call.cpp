@@ -1,5 +1,6 @@
 #include "cuda_call.h"
 
+#include "ptx_budgets.h"
 #include "status.h"
 
 #include <HalideRuntime.h>
@@ -178,15 +179,16 @@ extern "C" int halide_cuda_device_free(void *user_context, halide_buffer_t *buf)
 }
 
 // Halide's PTX compilation, replaced (the runtime's definition is weak): the driver compiles
-// each pipeline's PTX on its first call in a context, with at most the call's
-// CudaTarget::max_registers registers a thread (the kernel table's, from
-// generators/CMakeLists.txt). Halide's own gives every kernel 64, and the register tiles
-// spilled to local memory there: at B=8 T=4096 H=16 D=M=S=64 on the H200, IDA's backward
-// read within the chunk (hk_intra) took 2.61 ms at 64 registers and 0.85 ms at 128 (Nsight
-// Compute), the IDA forward+backward 44.6 -> 40.5 ms (README, "Register budgets"). As in
-// Halide, HL_CUDA_JIT_MAX_REGISTERS, when set, is the budget of every kernel (for
-// experiments). Returns NULL, with the message given to Halide's error handler, when the
-// driver refuses the PTX.
+// each pipeline's PTX on its first call in a context. Halide's own gives every kernel 64
+// registers a thread, and most 4×4 register tiles spilled to local memory there (at B=8
+// T=4096 H=16 D=M=S=64 on the H200, IDA's backward read within the chunk, hk_intra, took
+// 2.61 ms at 64 registers and 0.85 ms at 128; Nsight Compute). Here the kernels that the
+// schedule names wide (schedules/register_budget.h) get the call's CudaTarget::max_registers
+// (the kernel table's, from generators/CMakeLists.txt) and every other kernel 64, the
+// budget of kernels that lose occupancy with more (with_wide_budgets). As in Halide,
+// HL_CUDA_JIT_MAX_REGISTERS, when set, is the budget of every kernel (for experiments).
+// Returns NULL, with the message given to Halide's error handler, when the driver refuses
+// the PTX.
 namespace Halide::Runtime::Internal::Cuda {
 fsattn::cu::Module compile_kernel(void *user_context, const char *ptx, int size);
 fsattn::cu::Module compile_kernel(void *user_context, const char *ptx, int) {
@@ -198,13 +200,17 @@ fsattn::cu::Module compile_kernel(void *user_context, const char *ptx, int) {
     return nullptr;
   }
   const CudaTarget *t = user_context != nullptr ? g_target_of(user_context) : nullptr;
-  const char *env = std::getenv("HL_CUDA_JIT_MAX_REGISTERS");
-  const int from_env = env != nullptr ? std::atoi(env) : 0;
-  const int registers = from_env > 0 ? from_env : t != nullptr ? t->max_registers : kDefaultMaxRegisters;
+  static const int from_env = [] {
+    const char *env = std::getenv("HL_CUDA_JIT_MAX_REGISTERS");
+    return env != nullptr ? std::atoi(env) : 0;
+  }();
+  const int wide = t != nullptr ? t->max_registers : kDefaultMaxRegisters;
+  const int registers = from_env > 0 ? from_env : kDefaultMaxRegisters;
+  const std::string source = from_env > 0 || wide == kDefaultMaxRegisters ? std::string(ptx) : with_wide_budgets(ptx, wide);
   int options[] = {cu::kJitMaxRegisters};
   void *values[] = {reinterpret_cast<void *>(uintptr_t(registers))};
   cu::Module module = nullptr;
-  const cu::Result r = d->ModuleLoadDataEx(&module, ptx, 1, options, values);
+  const cu::Result r = d->ModuleLoadDataEx(&module, source.c_str(), 1, options, values);
   if (r != cu::kSuccess) {
     halide_error(user_context, ("CUDA: cuModuleLoadDataEx failed: " + cu::error_text(*d, r)).c_str());
     return nullptr;

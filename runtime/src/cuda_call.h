@@ -19,9 +19,9 @@ constexpr int kDefaultMaxRegisters = 64;
 struct CudaTarget {
   cu::Context context = nullptr;
   cu::Stream stream = nullptr;
-  // The kernel's register budget per thread (its row of the kernel table), with which the
-  // driver compiles the pipeline's PTX on its first call in a context (see compile_kernel in
-  // cuda_call.cpp).
+  // The register budget per thread of the pipeline's wide kernels (its row of the kernel
+  // table), with which the driver compiles them on the pipeline's first call in a context;
+  // its other kernels get kDefaultMaxRegisters (see compile_kernel in cuda_call.cpp).
   int max_registers = kDefaultMaxRegisters;
 };
 
