@@ -235,26 +235,28 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k, bool wide) {
       .split(y, yo, yi, TY * R, y_major ? TailStrategy::RoundUp : TailStrategy::GuardWithIf)
       .split(xi, tx, rx, R)
       .split(yi, ty, ry, R);
-  // Grid dimensions y and z: the pieces of a sum split into partial sums (tiled_partial_sums;
-  // 64 tokens each, so no more than the chunks of 32 or 64, which check_cuda_grid bounds) where f has
-  // them, then the first of chunk, head, batch that f has, up to two in all.
+  // Grid dimensions y and z: the first two of chunk, head, batch that f has. The pieces of a
+  // sum split into partial sums (tiled_partial_sums) share grid dimension x with the patches.
   std::vector<VarOrRVar> serial, blocks{patch};
-  for (size_t j = 2; j < a.size(); ++j) {
-    if (is_piece(a[j])) blocks.push_back(a[j]);
-  }
+  std::vector<Var> pieces;
   for (size_t j = 2; j < a.size(); ++j) {
     const std::string n = a[j].name();
-    if (is_piece(a[j])) continue;
     const bool grid = n == v.c.name() || n == v.h.name() || n == v.b.name();
-    (grid && blocks.size() < 3 ? blocks : serial).push_back(a[j]);
+    if (is_piece(a[j])) {
+      pieces.push_back(a[j]);
+    } else {
+      (grid && blocks.size() < 3 ? blocks : serial).push_back(a[j]);
+    }
   }
   std::vector<VarOrRVar> order{rx, ry, tx, ty};
   if (y_major) std::swap(order[0], order[1]);
   order.insert(order.end(), serial.begin(), serial.end());
   order.push_back(xo);
   order.push_back(yo);
+  order.insert(order.end(), pieces.begin(), pieces.end());
   order.insert(order.end(), blocks.begin() + 1, blocks.end());
   stored.reorder(order).fuse(xo, yo, patch);
+  for (const Var &piece : pieces) stored.fuse(patch, piece, patch);
   if (wide) {  // (the kernel is named after its outermost block loop)
     const Var outer = blocks.back().var, named(outer.name() + "_" + kWideKernel);
     stored.rename(outer, named);
@@ -623,10 +625,11 @@ void partial_sums(Func f, bool keep_innermost, const CudaKnobs &k, std::set<std:
 // A sum over the call's tokens per element of a state-sized result (m, m2, h, b: IDA's
 // mixing gradient Γ) as partial sums: its token loop split into pieces of kPartialTokens
 // tokens, each piece's sum an element of an intermediate (rfactor) along a dimension that
-// the register tiles run in the grid (gpu_tiled_reduction: blocks over the pieces and the
-// heads, each thread a tile of every batch element), which f then adds. (As one register
-// tile per head and batch element summing every token, Γ was 256 blocks of 128 threads on
-// the H200's 132 SMs, and took 2.39 ms at B=8 T=4096 H=16 M=64.)
+// the register tiles run in the grid (gpu_tiled_reduction: blocks over the patches and
+// pieces, the heads and the batch elements), which f then adds. (As one register tile per
+// head and batch element summing every token, Γ was 256 blocks of 128 threads on the H200's
+// 132 SMs, and took 2.39 ms at B=8 T=4096 H=16 M=64; the pieces with the batch a loop in
+// each thread, 1.06 ms; with the batch in the grid, 0.84 ms, Nsight Compute.)
 void tiled_partial_sums(Func f) {
   const RVar token = f.rvars(0)[0];
   const RVar ro(f.name() + "_pieces"), ri(f.name() + "_within");
