@@ -206,7 +206,8 @@ fsattn::cu::Module compile_kernel(void *user_context, const char *ptx, int) {
   }();
   const int wide = t != nullptr ? t->max_registers : kDefaultMaxRegisters;
   const int registers = from_env > 0 ? from_env : kDefaultMaxRegisters;
-  const std::string source = from_env > 0 || wide == kDefaultMaxRegisters ? std::string(ptx) : with_wide_budgets(ptx, wide);
+  const bool one_budget = from_env > 0 || wide == kDefaultMaxRegisters;
+  const std::string source = one_budget ? std::string(ptx) : with_wide_budgets(ptx, wide);
   int options[] = {cu::kJitMaxRegisters};
   void *values[] = {reinterpret_cast<void *>(uintptr_t(registers))};
   cu::Module module = nullptr;

@@ -16,7 +16,7 @@ struct Kernel {
   const char *variant;   // e.g. "cpu_c32"
   const char *schedule;  // "hand", or the autoscheduler that produced it
   int chunk;             // chunk length L
-  int registers;         // CUDA: the register budget per thread its PTX is compiled with; CPU: 0
+  int registers;         // CUDA: the register budget per thread of its wide kernels (cuda_call.h); CPU: 0
   int (*argv)(void **);  // the AOT entry point, Halide's argv convention
   const halide_filter_metadata_t *(*metadata)();  // its target(s), arguments
   const char *name;      // the AOT function, e.g. "fsattn_ida_forward__cpu_c32"
