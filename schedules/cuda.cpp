@@ -187,9 +187,9 @@ bool is_piece(const Var &v) {
 // `registers=` in generators/CMakeLists.txt); every other kernel runs with Halide's 64 a
 // thread. At 64, most 4×4 tiles spill to local memory (ptxas for sm_90: IDA's backward
 // reads within the chunk 1800 bytes each, its mixing 268-312, its reads through the state
-// 284-312), and at 128 most run faster; those whose operands are copied into registers
-// (vector_tile_reduction) then take 76-96 and lose occupancy: their callers keep them
-// narrow. Nsight Compute on the H200 (B=8 T=4096 H=16 D=M=S=64, chunk 32, 4×4 tiles), 64
+// 284-312), and at 128 most run faster; IDA's read through the state and its carries,
+// whose operands are copied into registers (vector_tile_reduction), then take 76-96 and
+// lose occupancy: its schedules keep them narrow (kIdaNarrowTiles; BLA's, real-valued, gain). Nsight Compute on the H200 (B=8 T=4096 H=16 D=M=S=64, chunk 32, 4×4 tiles), 64
 // against 128 registers: IDA's hk_intra and hv_intra 2.61 -> 0.85 ms, p_intra and gw_intra
 // 1.09 -> 0.60, w and w2 1.05-1.13 -> 0.85, BLA's dk_intra and dv_intra 0.26 -> 0.20; but
 // IDA's p_inter 0.69 -> 1.04 and its carries 0.62-0.65 -> 0.76-0.84 (kept narrow), and

@@ -206,12 +206,14 @@ fsattn::cu::Module compile_kernel(void *user_context, const char *ptx, int) {
   }();
   const int wide = t != nullptr ? t->max_registers : kDefaultMaxRegisters;
   const int registers = from_env > 0 ? from_env : kDefaultMaxRegisters;
+  // (The PTX is copied only to be rewritten.)
   const bool one_budget = from_env > 0 || wide == kDefaultMaxRegisters;
-  const std::string source = one_budget ? std::string(ptx) : with_wide_budgets(ptx, wide);
+  const std::string rewritten = one_budget ? std::string() : with_wide_budgets(ptx, wide);
+  const char *source = one_budget ? ptx : rewritten.c_str();
   int options[] = {cu::kJitMaxRegisters};
   void *values[] = {reinterpret_cast<void *>(uintptr_t(registers))};
   cu::Module module = nullptr;
-  const cu::Result r = d->ModuleLoadDataEx(&module, source.c_str(), 1, options, values);
+  const cu::Result r = d->ModuleLoadDataEx(&module, source, 1, options, values);
   if (r != cu::kSuccess) {
     halide_error(user_context, ("CUDA: cuModuleLoadDataEx failed: " + cu::error_text(*d, r)).c_str());
     return nullptr;
