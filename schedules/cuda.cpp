@@ -315,9 +315,10 @@ std::map<std::string, std::vector<std::vector<Expr>>> update_calls(const Func &f
 // state 424 -> 432 (its state's copy along the tile's channels). The causal sums (masked by
 // token) are stepped but not copied (their copies went to local memory, indexed at run time),
 // and were faster so: IDA's key read within the chunk 1.89 -> 1.52 ms, BLA's two 0.40 -> 0.34
-// ms (but IDA's value read 0.32 -> 0.37 ms). Complex sums and operands are left as they were:
-// stepped, IDA's mixing took 1.08 -> 1.59 ms and its read through the state 0.89 -> 1.29 ms
-// (twice as many values in registers); copied as well, 1.94 and 1.30 ms.
+// ms (but IDA's value read 0.32 -> 0.37 ms). Complex sums and operands are left as they were
+// (but see complex_operands below): stepped, at 64 registers a thread, IDA's mixing took
+// 1.08 -> 1.59 ms and its read through the state 0.89 -> 1.29 ms (twice as many values in
+// registers); copied as well, 1.94 and 1.30 ms.
 constexpr int kReductionStep = 4;
 // A tiled operand g is read through its stored copy (its global wrapper), else g itself.
 Func stored_copy_source(const Internal::Function &g) {
@@ -325,13 +326,21 @@ Func stored_copy_source(const Internal::Function &g) {
   const auto global = wrappers.find("");
   return global != wrappers.end() ? Func(Internal::Function(global->second)) : Func(g);
 }
-void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored_stages) {
+
+// With `complex_operands`, a complex tile copies its complex operands too (each part a
+// vector). IDA's backward reads through its channel-major chunk states so (hk, hv, gw and
+// p_inter: complex sums over the contiguous channels): each thread's step loads four channels
+// of each of its rows as one vector per part, where it loaded one value per row, and a warp's
+// load 32 rows for 32 values (Nsight Compute: L1 97% busy, 43% of the sectors excessive). Each 1.40 -> 1.21 ms (their 128
+// registers spill 24-44 bytes; at 64 p_inter spilled 288), IDA forward+backward 37.5 ->
+// 36.7 ms, cuda_c32_r2 51.5 -> 49.2 (H200, B=8 T=4096 H=16 D=M=64, two rounds).
+void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored_stages, bool complex_operands) {
   const std::vector<Var> a = f.args();
   for (int u = 0; u < f.num_update_definitions(); ++u) {
     const std::vector<RVar> rv = f.rvars(u);  // (as the update's expressions name them)
     if (rv.empty()) continue;
     const bool causal = !Internal::is_const_one(f.function().update(u).predicate());
-    const bool copies = !causal && f.outputs() == 1;
+    const bool copies = !causal && (f.outputs() == 1 || complex_operands);
     // Values of each index that a thread's step reads: kReductionStep of the reduction's, tile
     // of the tile's, 1 of an index that involves neither; 0: an index that mixes them.
     auto extent = [&](const Expr &e) {
@@ -353,7 +362,7 @@ void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored
     std::vector<Copied> copied;
     for (const auto &[name, calls] : update_calls(f, u)) {
       const Internal::Function g = callees.at(name);
-      if (!copies || stored_stages.count(name) == 0 || g.outputs() > 1) continue;
+      if (!copies || stored_stages.count(name) == 0 || (g.outputs() > 1 && !complex_operands)) continue;
       std::vector<int> extents;
       for (const Expr &e : calls[0]) extents.push_back(extent(e));
       const bool regular = std::all_of(calls.begin(), calls.end(), [&](const std::vector<Expr> &args) {
@@ -537,11 +546,13 @@ std::map<std::string, Func> pipeline_funcs(const std::vector<Func> &outputs) {
 // those of them in `stored_by_caller` are computed at root (kernels of their own), and the
 // register tiles may copy them as they copy the stages stored here (vector_tile_reduction).
 // The register tiles are wide (their variant's register budget) but those named in `narrow`
-// (names or patterns, as `inlined`).
+// (names or patterns, as `inlined`); those named in `complex_copies` copy their complex
+// operands too (vector_tile_reduction).
 void schedule_pipeline_cuda(const std::vector<Func> &outputs, const std::set<std::string> &inlined,
                             const CudaKnobs &k, const std::set<std::string> &scheduled = {},
                             const std::set<std::string> &stored_by_caller = {},
-                            const std::set<std::string> &narrow = {}) {
+                            const std::set<std::string> &narrow = {},
+                            const std::set<std::string> &complex_copies = {}) {
   const bool list = std::getenv("FSATTN_LIST_STAGES") != nullptr;
   std::set<std::string> stored = stored_by_caller;  // and the stages computed at root here, outputs aside
   std::vector<Func> tiled;        // those of them that became register tiles
@@ -560,7 +571,9 @@ void schedule_pipeline_cuda(const std::vector<Func> &outputs, const std::set<std
     if (!is_output) stored.insert(name);
   }
   // Once every stage has its schedule (which operands are stored is known):
-  for (const Func &f : tiled) vector_tile_reduction(f, std::max(1, k.tile), stored);
+  for (const Func &f : tiled) {
+    vector_tile_reduction(f, std::max(1, k.tile), stored, named_in(f.name(), complex_copies));
+  }
 }
 
 // Pointwise views shared by every scan pipeline: the inputs' boundary conditions, the states
@@ -640,9 +653,10 @@ void tiled_partial_sums(Func f) {
 // (the stages named in `scheduled` were given their schedules by the caller).
 void schedule_backward_cuda(std::vector<Func> outputs, const std::vector<Func> &sums,
                             const std::set<std::string> &scheduled, const CudaKnobs &k,
-                            const std::set<std::string> &narrow = {}, const std::set<std::string> &views = kViews) {
+                            const std::set<std::string> &narrow = {}, const std::set<std::string> &views = kViews,
+                            const std::set<std::string> &complex_copies = {}) {
   outputs.insert(outputs.end(), sums.begin(), sums.end());
-  schedule_pipeline_cuda(outputs, views, k, scheduled, {}, narrow);
+  schedule_pipeline_cuda(outputs, views, k, scheduled, {}, narrow, complex_copies);
 }
 
 // A per-token vector f(v, i, c, h, b) (a feature map, the softmax's weights) with its sums
@@ -703,6 +717,13 @@ void mode_major(ScanStages &scan) {
 // (gpu_tiled_reduction): its read through the state (p_inter) and the scans' carries, whose
 // operands are copied into registers.
 const std::set<std::string> kIdaNarrowTiles = {"p_inter", "*_carry"};
+// IDA's backward reads through its chunk states stored channel-major (the forward's key
+// states, the value states, the adjoints): the reads by channels copy their complex
+// operands (vector_tile_reduction), and its p_inter, which spills at 64 registers (ptxas for
+// sm_90: 288 bytes), is wide (1.58 -> 1.40 ms, then 1.21 with the copies; H200, B=8 T=4096
+// H=16 D=M=64, Nsight Compute).
+const std::set<std::string> kIdaBackwardNarrowTiles = {"*_carry"};
+const std::set<std::string> kIdaBackwardComplexCopies = {"hk_inter", "hv_inter", "gw_inter", "p_inter"};
 
 }  // namespace
 
@@ -728,7 +749,8 @@ void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &s
   std::set<std::string> done;
   partial_sums(s.end_terms.func(), true, k, done);
   for (Func f : {s.mode_terms.func(), s.d_b.func(), s.d_gk, s.d_bk, s.d_gv, s.d_bv}) partial_sums(f, false, k, done);
-  schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, done, k, kIdaNarrowTiles);
+  schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, done, k, kIdaBackwardNarrowTiles, kViews,
+                         kIdaBackwardComplexCopies);
 }
 
 void schedule_bla_forward_cuda(BlaForwardStages &s, const CudaKnobs &k) {
