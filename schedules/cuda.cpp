@@ -196,15 +196,21 @@ bool is_piece(const Var &v) {
 // BLA's softmax, no tile, 0.28 -> 0.40.
 //
 // The blocks run over the patches (x) and the first two of the chunks, heads and batch
-// elements (y, z); any other dimension is a loop inside each block (for the scans' stages,
-// the batch: the per-token reductions, which have no state dimension, put it in the grid; as
-// a loop, BLA's softmax max and sum took 0.6 ms each on 32 blocks, H200, B=8 T=4096 H=16). Fused into one block index, the chunk, head
+// elements (y, z). The batch, where chunks and heads take y and z, shares x with the
+// patches (as the pieces of partial sums do): as a loop inside each block, the scans' tiles
+// ran one block per patch, chunk and head, 256-512 blocks at B=2 T=2048 H=4 (chunk 32) for
+// the H200's 132 SMs. In the grid, at B=2 T=2048 H=4 (H200, cuda_c32_r4, one run against the previous build): IDA
+// forward 0.530 -> 0.438 ms, forward+backward 2.37 -> 2.06; BLA 0.258 -> 0.230 and 0.992 ->
+// 0.901; at B=8 T=4096 H=16, IDA forward 7.65 -> 7.49, forward+backward 37.0 -> 36.1, BLA
+// forward 3.72 -> 3.77, forward+backward 15.1 -> 14.8 (the "before" times at that shape from
+// an earlier run of the same session). Fused into one block index, the chunk, head
 // and batch of a thread are divisions and remainders by symbolic extents, whose bounds Halide
 // 14 widens to the whole range: each thread's tile then spans every chunk, goes to a
 // global-memory buffer instead of registers, and that buffer's 32-bit index overflowed at
-// IDA B=8, T=4096, H=16 (CUDA_ERROR_ILLEGAL_ADDRESS on the H200). A grid dimension y or z
-// holds at most 65535 blocks: the runtime refuses more chunks, heads or batch elements
-// (check_cuda_grid).
+// IDA B=8, T=4096, H=16 (CUDA_ERROR_ILLEGAL_ADDRESS on the H200); the tile's extent along
+// every dimension but its first two is bounded to 1 (below), which keeps it in registers.
+// A grid dimension y or z holds at most 65535 blocks: the runtime refuses more chunks, heads
+// or batch elements (check_cuda_grid).
 void gpu_tiled_reduction(Func f, const CudaKnobs &k, bool wide) {
   Func stored = f.in();
   const std::vector<Var> a = stored.args();
@@ -242,7 +248,7 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k, bool wide) {
   for (size_t j = 2; j < a.size(); ++j) {
     const std::string n = a[j].name();
     const bool grid = n == v.c.name() || n == v.h.name() || n == v.b.name();
-    if (is_piece(a[j])) {
+    if (is_piece(a[j]) || (n == v.b.name() && blocks.size() == 3)) {  // (in grid x)
       pieces.push_back(a[j]);
     } else {
       (grid && blocks.size() < 3 ? blocks : serial).push_back(a[j]);
