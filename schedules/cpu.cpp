@@ -400,17 +400,39 @@ void schedule_ida_step_cpu(IdaStepStages &s, const CpuKnobs &k) {
   const Vars &x = vars();
   Var bh("bh"), ro("ro"), rv("rv");
   s.modes.decay_pow.func().compute_root();
-  for (Func f : {s.feat.fq, s.feat.kt, s.feat.vt}) f.compute_root().parallel(x.b).vectorize(x.r, k.vector, kTail);
+  // The features, each norm once per head and sequence (inlined, every vector of a feature
+  // summed its norm again).
+  IdaFeatures &feat = s.feat;
+  for (auto [feature, norm] : {std::pair(feat.fq, feat.q_ssq), std::pair(feat.kt, feat.k_ssq),
+                               std::pair(feat.vt, feat.v_ssq)}) {
+    feature.compute_root().parallel(x.b).vectorize(x.r, k.vector, kTail);
+    norm.compute_at(feature, x.h);
+  }
   for (auto [next, out] : {std::pair(&s.key_new, &s.state_k_out), std::pair(&s.value_new, &s.state_v_out)}) {
     out->compute_root().bound(x.ri, 0, 2).split(x.r, ro, rv, k.vector, kTail).reorder(rv, x.ri, ro, x.m, x.h, x.b)
         .unroll(x.ri).vectorize(rv).fuse(x.h, x.b, bh).parallel(bh);
     next->func().in(*out).compute_at(*out, ro).vectorize(x.r, k.vector, kTail);
   }
+  // p = Xk fq sums along each mode's row: vectors along the row (rfactor), then their lanes.
+  // (Vectorized across modes, each lane read a row of its own.)
+  Func p = s.p.func();
+  Var lane("p_lane");
+  RVar rpo("rpo"), rpi("rpi");
+  Func part = p.update().split(s.r_p.x, rpo, rpi, k.vector, kTail).rfactor(rpi, lane);
   for (CxFunc *f : {&s.p, &s.cp, &s.w}) {
     f->func().compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
     f->func().update().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.m, k.vector, kTail);
   }
-  schedule_step_output_cpu(s.o, s.o_sum, k);
+  part.compute_at(p, bh).vectorize(lane);
+  part.update().reorder(lane, rpo, x.m, x.h, x.b).vectorize(lane);
+  // The output's sum over modes runs in the value state update's loop over heads and
+  // sequences (compute_with), just before that head's state is updated, which then reads it
+  // again from the cache (and, in place, the sum reads the old values).
+  for (Func f : {s.o, s.o_sum}) {
+    f.compute_root().reorder(x.r, x.t, x.h, x.b).fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  }
+  s.o_sum.update().reorder(x.r, s.r_o.x, x.t, x.h, x.b).fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
+  s.state_v_out.compute_with(s.o_sum.update(), bh);
 }
 
 void schedule_bla_step_cpu(BlaStepStages &s, const CpuKnobs &k) {
