@@ -199,16 +199,17 @@ bool is_piece(const Var &v) {
 // elements (y, z). The batch, where chunks and heads take y and z, shares x with the
 // patches (as the pieces of partial sums do): as a loop inside each block, the scans' tiles
 // ran one block per patch, chunk and head, 256-512 blocks at B=2 T=2048 H=4 (chunk 32) for
-// the H200's 132 SMs. In the grid, at B=2 T=2048 H=4 (H200, cuda_c32_r4, one run against the previous build): IDA
-// forward 0.530 -> 0.438 ms, forward+backward 2.37 -> 2.06; BLA 0.258 -> 0.230 and 0.992 ->
-// 0.901; at B=8 T=4096 H=16, IDA forward 7.65 -> 7.49, forward+backward 37.0 -> 36.1, BLA
-// forward 3.72 -> 3.77, forward+backward 15.1 -> 14.8 (the "before" times at that shape from
-// an earlier run of the same session). Fused into one block index, the chunk, head
-// and batch of a thread are divisions and remainders by symbolic extents, whose bounds Halide
-// 14 widens to the whole range: each thread's tile then spans every chunk, goes to a
-// global-memory buffer instead of registers, and that buffer's 32-bit index overflowed at
-// IDA B=8, T=4096, H=16 (CUDA_ERROR_ILLEGAL_ADDRESS on the H200); the tile's extent along
-// every dimension but its first two is bounded to 1 (below), which keeps it in registers.
+// the H200's 132 SMs. In the grid, at B=2 T=2048 H=4 (H200, cuda_c32_r4, one run against
+// the previous build): IDA forward 0.530 -> 0.438 ms, forward+backward 2.37 -> 2.06; BLA
+// 0.258 -> 0.230 and 0.992 -> 0.901; at B=8 T=4096 H=16, IDA forward 7.65 -> 7.49,
+// forward+backward 37.0 -> 36.1, BLA forward 3.72 -> 3.77, forward+backward 15.1 -> 14.8
+// (the "before" times at that shape from an earlier run). Fused into one block index, the
+// chunk, head and batch of a thread are divisions and remainders by symbolic extents, whose
+// bounds Halide 14 widens to the whole range: each thread's tile then spans every chunk,
+// goes to a global-memory buffer instead of registers, and that buffer's 32-bit index
+// overflowed at IDA B=8, T=4096, H=16 (CUDA_ERROR_ILLEGAL_ADDRESS on the H200); the tile's
+// extent along every dimension but its first two is bounded to 1 (below), which keeps it in
+// registers.
 // A grid dimension y or z holds at most 65535 blocks: the runtime refuses more chunks, heads
 // or batch elements (check_cuda_grid).
 void gpu_tiled_reduction(Func f, const CudaKnobs &k, bool wide) {
@@ -337,9 +338,10 @@ Func stored_copy_source(const Internal::Function &g) {
 // vector). IDA's backward reads through its channel-major chunk states so (hk, hv, gw and
 // p_inter: complex sums over the contiguous channels): each thread's step loads four channels
 // of each of its rows as one vector per part, where it loaded one value per row, and a warp's
-// load 32 rows for 32 values (Nsight Compute: L1 97% busy, 43% of the sectors excessive). Each 1.40 -> 1.21 ms (their 128
-// registers spill 24-44 bytes; at 64 p_inter spilled 288), IDA forward+backward 37.5 ->
-// 36.7 ms, cuda_c32_r2 51.5 -> 49.2 (H200, B=8 T=4096 H=16 D=M=64, two rounds).
+// load 32 rows for 32 values (Nsight Compute: L1 97% busy, 43% of the sectors excessive).
+// Each 1.40 -> 1.21 ms (their 128 registers spill 24-44 bytes; at 64 p_inter spilled 288),
+// IDA forward+backward 37.5 -> 36.7 ms, cuda_c32_r2 51.5 -> 49.2 (H200, B=8 T=4096 H=16
+// D=M=64, two rounds).
 void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored_stages, bool complex_operands) {
   const std::vector<Var> a = f.args();
   for (int u = 0; u < f.num_update_definitions(); ++u) {
@@ -755,8 +757,8 @@ void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &s
   std::set<std::string> done;
   partial_sums(s.end_terms.func(), true, k, done);
   for (Func f : {s.mode_terms.func(), s.d_b.func(), s.d_gk, s.d_bk, s.d_gv, s.d_bv}) partial_sums(f, false, k, done);
-  schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, done, k, kIdaBackwardNarrowTiles, kViews,
-                         kIdaBackwardComplexCopies);
+  schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, done, k,
+                         kIdaBackwardNarrowTiles, kViews, kIdaBackwardComplexCopies);
 }
 
 void schedule_bla_forward_cuda(BlaForwardStages &s, const CudaKnobs &k) {
