@@ -187,12 +187,14 @@ bool is_piece(const Var &v) {
 // `registers=` in generators/CMakeLists.txt); every other kernel runs with Halide's 64 a
 // thread. At 64, most 4×4 tiles spill to local memory (ptxas for sm_90: IDA's backward
 // reads within the chunk 1800 bytes each, its mixing 268-312, its reads through the state
-// 284-312), and at 128 most run faster; IDA's read through the state and its carries,
-// whose operands are copied into registers (vector_tile_reduction), then take 76-96 and
-// lose occupancy: its schedules keep them narrow (kIdaNarrowTiles; BLA's, real-valued, gain). Nsight Compute on the H200 (B=8 T=4096 H=16 D=M=S=64, chunk 32, 4×4 tiles), 64
-// against 128 registers: IDA's hk_intra and hv_intra 2.61 -> 0.85 ms, p_intra and gw_intra
-// 1.09 -> 0.60, w and w2 1.05-1.13 -> 0.85, BLA's dk_intra and dv_intra 0.26 -> 0.20; but
-// IDA's p_inter 0.69 -> 1.04 and its carries 0.62-0.65 -> 0.76-0.84 (kept narrow), and
+// 284-312), and at 128 most run faster; the IDA forward's read through the state and IDA's
+// carries, whose operands are copied into registers (vector_tile_reduction), then take
+// 76-96 and lose occupancy: its schedules keep them narrow (kIdaForwardNarrowTiles,
+// kIdaBackwardNarrowTiles; BLA's, real-valued, gain). Nsight Compute on the H200 (B=8 T=4096
+// H=16 D=M=S=64, chunk 32, 4×4 tiles), 64 against 128 registers: IDA's hk_intra and
+// hv_intra 2.61 -> 0.85 ms, p_intra and gw_intra 1.09 -> 0.60, w and w2 1.05-1.13 -> 0.85,
+// BLA's dk_intra and dv_intra 0.26 -> 0.20; but the IDA forward's p_inter 0.69 -> 1.04 and
+// its carries 0.62-0.65 -> 0.76-0.84 (kept narrow), and
 // BLA's softmax, no tile, 0.28 -> 0.40.
 //
 // The blocks run over the patches (x) and the first two of the chunks, heads and batch
@@ -242,15 +244,16 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k, bool wide) {
       .split(y, yo, yi, TY * R, y_major ? TailStrategy::RoundUp : TailStrategy::GuardWithIf)
       .split(xi, tx, rx, R)
       .split(yi, ty, ry, R);
-  // Grid dimensions y and z: the first two of chunk, head, batch that f has. The pieces of a
-  // sum split into partial sums (tiled_partial_sums) share grid dimension x with the patches.
+  // Grid dimensions y and z: the first two of chunk, head, batch that f has. Grid dimension
+  // x: the patches, with the pieces of a sum split into partial sums (tiled_partial_sums) and
+  // the batch where chunks and heads took y and z.
   std::vector<VarOrRVar> serial, blocks{patch};
-  std::vector<Var> pieces;
+  std::vector<Var> with_patches;  // fused into grid x
   for (size_t j = 2; j < a.size(); ++j) {
     const std::string n = a[j].name();
     const bool grid = n == v.c.name() || n == v.h.name() || n == v.b.name();
-    if (is_piece(a[j]) || (n == v.b.name() && blocks.size() == 3)) {  // (in grid x)
-      pieces.push_back(a[j]);
+    if (is_piece(a[j]) || (n == v.b.name() && blocks.size() == 3)) {
+      with_patches.push_back(a[j]);
     } else {
       (grid && blocks.size() < 3 ? blocks : serial).push_back(a[j]);
     }
@@ -260,10 +263,10 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k, bool wide) {
   order.insert(order.end(), serial.begin(), serial.end());
   order.push_back(xo);
   order.push_back(yo);
-  order.insert(order.end(), pieces.begin(), pieces.end());
+  order.insert(order.end(), with_patches.begin(), with_patches.end());
   order.insert(order.end(), blocks.begin() + 1, blocks.end());
   stored.reorder(order).fuse(xo, yo, patch);
-  for (const Var &piece : pieces) stored.fuse(patch, piece, patch);
+  for (const Var &d : with_patches) stored.fuse(patch, d, patch);
   if (wide) {  // (the kernel is named after its outermost block loop)
     const Var outer = blocks.back().var, named(outer.name() + "_" + kWideKernel);
     stored.rename(outer, named);
@@ -721,10 +724,10 @@ void mode_major(ScanStages &scan) {
   scan.carry.func().in().reorder_storage(x.m, x.r, x.c, x.h, x.b);
 }
 
-// IDA's register tiles kept at Halide's 64 registers in the variants with wider budgets
-// (gpu_tiled_reduction): its read through the state (p_inter) and the scans' carries, whose
-// operands are copied into registers.
-const std::set<std::string> kIdaNarrowTiles = {"p_inter", "*_carry"};
+// The IDA forward's register tiles kept at Halide's 64 registers in the variants with wider
+// budgets (gpu_tiled_reduction): its read through the mode-major key state (p_inter) and the
+// scans' carries, whose operands are copied into registers.
+const std::set<std::string> kIdaForwardNarrowTiles = {"p_inter", "*_carry"};
 // IDA's backward reads through its chunk states stored channel-major (the forward's key
 // states, the value states, the adjoints): the reads by channels copy their complex
 // operands (vector_tile_reduction), and its p_inter, which spills at 64 registers (ptxas for
@@ -748,7 +751,7 @@ void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
   aligned_decay_rows({&s.modes.decay_pow});
   mode_major(s.key_scan);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"*_chunked", "o_out"}), k, done,
-                         {f.fq.name(), f.kt.name(), f.vt.name()}, kIdaNarrowTiles);
+                         {f.fq.name(), f.kt.name(), f.vt.name()}, kIdaForwardNarrowTiles);
 }
 
 void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &sums, const CudaKnobs &k) {
