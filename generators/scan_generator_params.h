@@ -20,6 +20,7 @@ class ScanGeneratorParams {
   Halide::GeneratorParam<int> tile_rows{"tile_rows", 4};
   Halide::GeneratorParam<int> threads{"threads", 128};        // CUDA threads per block
   Halide::GeneratorParam<int> gpu_tile{"gpu_tile", 1};        // CUDA register tiles (knobs.h)
+  Halide::GeneratorParam<int> large_tile{"large_tile", 0};    // CUDA large register tiles (knobs.h)
   // The form Halide 14's autoschedulers can schedule, for the baselines: intra-chunk
   // reductions masked (ChunkGrid::masked), and the channel, mode/slot and head counts fixed
   // to the benchmark shape's (they unroll loops whose extents are not constants otherwise).
@@ -40,6 +41,7 @@ class ScanGeneratorParams {
     k.chunk = chunk;
     k.threads = threads;
     k.tile = gpu_tile;
+    k.large_tile = large_tile;
     return k;
   }
 

@@ -189,13 +189,27 @@ bool is_piece(const Var &v) {
 // reads within the chunk 1800 bytes each, its mixing 268-312, its reads through the state
 // 284-312), and at 128 most run faster; the IDA forward's read through the state and IDA's
 // carries, whose operands are copied into registers (vector_tile_reduction), then take
-// 76-96 and lose occupancy: its schedules keep them narrow (kIdaForwardNarrowTiles,
-// kIdaBackwardNarrowTiles; BLA's, real-valued, gain). Nsight Compute on the H200 (B=8 T=4096
+// 76-96 and lose occupancy: its schedules keep them narrow (kIdaForwardTiles,
+// kIdaBackwardTiles; BLA's, real-valued, gain). Nsight Compute on the H200 (B=8 T=4096
 // H=16 D=M=S=64, chunk 32, 4×4 tiles), 64 against 128 registers: IDA's hk_intra and
 // hv_intra 2.61 -> 0.85 ms, p_intra and gw_intra 1.09 -> 0.60, w and w2 1.05-1.13 -> 0.85,
 // BLA's dk_intra and dv_intra 0.26 -> 0.20; but the IDA forward's p_inter 0.69 -> 1.04 and
 // its carries 0.62-0.65 -> 0.76-0.84 (kept narrow), and
 // BLA's softmax, no tile, 0.28 -> 0.40.
+//
+// A `large` tile (CudaKnobs::large_tile, 8×8) has 255 registers a thread (kLargeRegisters):
+// 64 multiply-adds per step for 16 operand values, where a 4×4 tile does 16 for 8, and
+// fewer threads to hide latency. It pays off where the tiles are many (the reads through a
+// chunk's state and the query's reads of the states, both over the whole chunk: their tokens
+// are not summed) and loses where the patch is a chunk's tokens against its own tokens (the
+// reads within the chunk, 4 threads along a 32-token chunk). Nsight Compute on the H200 (B=8
+// T=4096 H=16 D=M=S=64, chunk 32), 4×4 against 8×8: IDA's dkt_inter and dvt_inter 1.20 ->
+// 0.84 ms, hk/hv/gw_inter 1.16-1.17 -> 0.78-0.79, o_inter 1.03 -> 0.68, the *_qx reads 0.31
+// -> 0.18; BLA's dpi_inter 0.61 -> 0.36, dk_e and dv_e 0.41 -> 0.24, o_e 0.31 -> 0.22; but
+// IDA's p_intra 0.58 -> 1.75 (spilling 248 bytes), its mixing w 0.77 -> 0.96 and its *_e
+// 0.38 -> 0.47, BLA's o_intra 0.40 -> 0.53 and its forward's carries 0.26-0.27 -> 0.29-0.31.
+// The schedules list their large tiles (kIdaLargeTiles, kBlaForwardLargeTiles,
+// kBlaBackwardLargeTiles).
 //
 // The blocks run over the patches (x) and the first two of the chunks, heads and batch
 // elements (y, z). The batch, where chunks and heads take y and z, shares x with the
@@ -214,7 +228,18 @@ bool is_piece(const Var &v) {
 // registers.
 // A grid dimension y or z holds at most 65535 blocks: the runtime refuses more chunks, heads
 // or batch elements (check_cuda_grid).
-void gpu_tiled_reduction(Func f, const CudaKnobs &k, bool wide) {
+//
+// A tile's size and its register budget: `budget` is a kernel name marker of
+// register_budget.h, or null for Halide's 64 registers (a narrow tile).
+struct TileKind {
+  int size;
+  const char *budget;
+};
+// Along a channel, mode or slot, a block's patch spans at most kPatchExtent values (D, M, S =
+// 64 at the benchmark shape): 8×8 tiles with 16 threads along channels would cover 128, half
+// of them past D = 64.
+constexpr int kPatchExtent = 64;
+void gpu_tiled_reduction(Func f, const CudaKnobs &k, const TileKind &kind) {
   Func stored = f.in();
   const std::vector<Var> a = stored.args();
   const std::string p = f.name() + "_in";
@@ -230,10 +255,10 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k, bool wide) {
   // reads rows of its own, and a warp of 16 × 2 threads read 16 rows of a state per step (the
   // L1 pipe at 98%: IDA's p_inter took 2.48 ms, 1.55 ms with a warp of 8 × 4).
   const Vars &v = vars();
-  const int R = std::max(1, k.tile);
+  const int R = kind.size;
   auto threads_along = [&](const Var &d, int most) {
     const bool token = d.name() == v.i.name() || d.name() == v.tau.name() || d.name() == v.n.name();
-    return token ? std::max(1, std::min(most, (k.chunk + R - 1) / R)) : most;
+    return std::max(1, std::min(most, token ? (k.chunk + R - 1) / R : kPatchExtent / R));
   };
   const int TX = threads_along(x, x.name() == v.r.name() ? 16 : 8), TY = threads_along(y, std::max(1, k.threads / TX));
   Var xo(p + "_xo"), xi(p + "_xi"), yo(p + "_yo"), yi(p + "_yi"), tx(p + "_tx"), ty(p + "_ty"), rx(p + "_rx"),
@@ -267,8 +292,8 @@ void gpu_tiled_reduction(Func f, const CudaKnobs &k, bool wide) {
   order.insert(order.end(), blocks.begin() + 1, blocks.end());
   stored.reorder(order).fuse(xo, yo, patch);
   for (const Var &d : with_patches) stored.fuse(patch, d, patch);
-  if (wide) {  // (the kernel is named after its outermost block loop)
-    const Var outer = blocks.back().var, named(outer.name() + "_" + kWideKernel);
+  if (kind.budget != nullptr) {  // (the kernel is named after its outermost block loop)
+    const Var outer = blocks.back().var, named(outer.name() + "_" + kind.budget);
     stored.rename(outer, named);
     blocks.back() = named;
   }
@@ -498,14 +523,14 @@ void gpu_token_sum(Func f, const CudaKnobs &k) {
   }
 }
 
-// Returns whether f became register tiles (`wide`: see gpu_tiled_reduction).
-bool gpu_root(Func f, const CudaKnobs &k, bool is_output, bool wide) {
+// Returns whether f became register tiles (of `kind`: see gpu_tiled_reduction).
+bool gpu_root(Func f, const CudaKnobs &k, bool is_output, const TileKind &kind) {
   if (!is_output && is_token_sum(f)) {
     gpu_token_sum(f, k);
     return false;
   }
   if (!is_output && is_reduction(f) && tiles_within_chunks(f)) {
-    gpu_tiled_reduction(f, k, wide);
+    gpu_tiled_reduction(f, k, kind);
     return true;
   }
   // Other reductions (per head or batch element: sums for the parameter gradients, norms)
@@ -556,17 +581,18 @@ std::map<std::string, Func> pipeline_funcs(const std::vector<Func> &outputs) {
 // Funcs named in `scheduled` were given their schedule by the caller and are left as they are;
 // those of them in `stored_by_caller` are computed at root (kernels of their own), and the
 // register tiles may copy them as they copy the stages stored here (vector_tile_reduction).
-// The register tiles are wide (their variant's register budget) but those named in `narrow`
-// (names or patterns, as `inlined`); those named in `complex_copies` copy their complex
-// operands too (vector_tile_reduction).
+// The register tiles are as `tiles` lists them (gpu_tiled_reduction, vector_tile_reduction).
+struct TileLists {
+  std::set<std::string> narrow;          // Halide's 64 registers (names or patterns, as `inlined`)
+  std::set<std::string> large;           // large_tile × large_tile, where the variant has them
+  std::set<std::string> complex_copies;  // copy their complex operands too
+};
 void schedule_pipeline_cuda(const std::vector<Func> &outputs, const std::set<std::string> &inlined,
                             const CudaKnobs &k, const std::set<std::string> &scheduled = {},
-                            const std::set<std::string> &stored_by_caller = {},
-                            const std::set<std::string> &narrow = {},
-                            const std::set<std::string> &complex_copies = {}) {
+                            const std::set<std::string> &stored_by_caller = {}, const TileLists &tiles = {}) {
   const bool list = std::getenv("FSATTN_LIST_STAGES") != nullptr;
   std::set<std::string> stored = stored_by_caller;  // and the stages computed at root here, outputs aside
-  std::vector<Func> tiled;        // those of them that became register tiles
+  std::vector<std::pair<Func, int>> tiled;  // those of them that became register tiles, and their size
   for (auto &[func_name, f] : pipeline_funcs(outputs)) {
     const std::string name = func_name;  // (a structured binding cannot be captured in C++17)
     const bool is_output = std::any_of(outputs.begin(), outputs.end(), [&](const Func &o) { return o.name() == name; });
@@ -578,12 +604,18 @@ void schedule_pipeline_cuda(const std::vector<Func> &outputs, const std::set<std
     if (list) std::fprintf(stderr, "  stage %-28s %s\n", name.c_str(),
                            inline_it ? "inline" : is_output ? "output" : is_reduction(f) && tiles_within_chunks(f) ? "tiles" : "root");
     if (inline_it) continue;
-    if (gpu_root(f, k, is_output, !named_in(name, narrow))) tiled.push_back(f);
+    TileKind kind{std::max(1, k.tile), kWideKernel};
+    if (named_in(name, tiles.narrow)) {
+      kind.budget = nullptr;
+    } else if (k.large_tile > 0 && named_in(name, tiles.large)) {
+      kind = {k.large_tile, kLargeKernel};
+    }
+    if (gpu_root(f, k, is_output, kind)) tiled.push_back({f, kind.size});
     if (!is_output) stored.insert(name);
   }
   // Once every stage has its schedule (which operands are stored is known):
-  for (const Func &f : tiled) {
-    vector_tile_reduction(f, std::max(1, k.tile), stored, named_in(f.name(), complex_copies));
+  for (const auto &[f, tile] : tiled) {
+    vector_tile_reduction(f, tile, stored, named_in(f.name(), tiles.complex_copies));
   }
 }
 
@@ -663,11 +695,10 @@ void tiled_partial_sums(Func f) {
 // A backward pass: its gradient outputs and the generator's batch-summed parameter gradients
 // (the stages named in `scheduled` were given their schedules by the caller).
 void schedule_backward_cuda(std::vector<Func> outputs, const std::vector<Func> &sums,
-                            const std::set<std::string> &scheduled, const CudaKnobs &k,
-                            const std::set<std::string> &narrow = {}, const std::set<std::string> &views = kViews,
-                            const std::set<std::string> &complex_copies = {}) {
+                            const std::set<std::string> &scheduled, const CudaKnobs &k, const TileLists &tiles,
+                            const std::set<std::string> &views = kViews) {
   outputs.insert(outputs.end(), sums.begin(), sums.end());
-  schedule_pipeline_cuda(outputs, views, k, scheduled, {}, narrow, complex_copies);
+  schedule_pipeline_cuda(outputs, views, k, scheduled, {}, tiles);
 }
 
 // A per-token vector f(v, i, c, h, b) (a feature map, the softmax's weights) with its sums
@@ -724,17 +755,22 @@ void mode_major(ScanStages &scan) {
   scan.carry.func().in().reorder_storage(x.m, x.r, x.c, x.h, x.b);
 }
 
-// The IDA forward's register tiles kept at Halide's 64 registers in the variants with wider
-// budgets (gpu_tiled_reduction): its read through the mode-major key state (p_inter) and the
-// scans' carries, whose operands are copied into registers.
-const std::set<std::string> kIdaForwardNarrowTiles = {"p_inter", "*_carry"};
+// The large tiles (gpu_tiled_reduction): the reads through the chunk states (*_inter) and
+// the query's reads of the states (*_qx); BLA's products with π (*_e: IDA's lose) and its
+// adjoint carries (its forward's carries lose).
+const std::set<std::string> kIdaLargeTiles = {"*_inter", "*_qx"};
+const std::set<std::string> kBlaForwardLargeTiles = {"*_inter", "*_qx", "*_e"};
+const std::set<std::string> kBlaBackwardLargeTiles = with(kBlaForwardLargeTiles, {"q_chunked_carry", "d_o_chunked_carry"});
+// The IDA forward's register tiles kept at Halide's 64 registers (and 4×4) in the variants
+// with wider budgets (gpu_tiled_reduction): its read through the mode-major key state
+// (p_inter) and the scans' carries, whose operands are copied into registers.
+const TileLists kIdaForwardTiles = {{"p_inter", "*_carry"}, kIdaLargeTiles, {}};
 // IDA's backward reads through its chunk states stored channel-major (the forward's key
 // states, the value states, the adjoints): the reads by channels copy their complex
 // operands (vector_tile_reduction), and its p_inter, which spills at 64 registers (ptxas for
-// sm_90: 288 bytes), is wide (1.58 -> 1.40 ms, then 1.21 with the copies; H200, B=8 T=4096
-// H=16 D=M=64, Nsight Compute).
-const std::set<std::string> kIdaBackwardNarrowTiles = {"*_carry"};
-const std::set<std::string> kIdaBackwardComplexCopies = {"hk_inter", "hv_inter", "gw_inter", "p_inter"};
+// sm_90: 288 bytes), is not narrow (1.58 -> 1.40 ms at 128 registers, then 1.21 with the
+// copies; H200, B=8 T=4096 H=16 D=M=64, Nsight Compute).
+const TileLists kIdaBackwardTiles = {{"*_carry"}, kIdaLargeTiles, {"hk_inter", "hv_inter", "gw_inter", "p_inter"}};
 
 }  // namespace
 
@@ -751,7 +787,7 @@ void schedule_ida_forward_cuda(IdaForwardStages &s, const CudaKnobs &k) {
   aligned_decay_rows({&s.modes.decay_pow});
   mode_major(s.key_scan);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"*_chunked", "o_out"}), k, done,
-                         {f.fq.name(), f.kt.name(), f.vt.name()}, kIdaForwardNarrowTiles);
+                         {f.fq.name(), f.kt.name(), f.vt.name()}, kIdaForwardTiles);
 }
 
 void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &sums, const CudaKnobs &k) {
@@ -760,8 +796,7 @@ void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &s
   std::set<std::string> done;
   partial_sums(s.end_terms.func(), true, k, done);
   for (Func f : {s.mode_terms.func(), s.d_b.func(), s.d_gk, s.d_bk, s.d_gv, s.d_bv}) partial_sums(f, false, k, done);
-  schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, done, k,
-                         kIdaBackwardNarrowTiles, kViews, kIdaBackwardComplexCopies);
+  schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, done, k, kIdaBackwardTiles);
 }
 
 void schedule_bla_forward_cuda(BlaForwardStages &s, const CudaKnobs &k) {
@@ -774,7 +809,7 @@ void schedule_bla_forward_cuda(BlaForwardStages &s, const CudaKnobs &k) {
   gpu_chunk_rows(sm.pi.func(), {sm.zmax, sm.den}, s.z.out.func(), {sm.zmax, sm.ez}, k, done);
   mode_major(s.key_scan);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"o_out", "z_out", "ez"}), k, done,
-                         {sm.pi.func().name()});
+                         {sm.pi.func().name()}, {{}, kBlaForwardLargeTiles, {}});
 }
 
 void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &sums, const CudaKnobs &k) {
@@ -784,8 +819,8 @@ void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &s
   // inside their carries' register tiles, which read dz and π as vectors along the tile's
   // slots. Stored, each was a kernel of its own over (token, slot, chunk, head, batch), one
   // thread per element: 0.31 ms each, 0.8 TB/s (H200, B=8 T=4096 H=16 S=64, Nsight Compute).
-  schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, done, k, {},
-                         with(kViews, {s.key_adj.coef.func().name(), s.value_adj.coef.func().name()}));
+  schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, done, k,
+                         {{}, kBlaBackwardLargeTiles, {}}, with(kViews, {s.key_adj.coef.func().name(), s.value_adj.coef.func().name()}));
 }
 
 // ---- decoding steps ---------------------------------------------------------------------

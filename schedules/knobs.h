@@ -23,6 +23,9 @@ struct CudaKnobs {
   // Register tiles of the reductions (matmul-like stages): each thread accumulates a
   // tile × tile block of outputs over the first two dimensions; 1: one output per thread.
   int tile = 1;
+  // The tiles a schedule lists as large (schedules/cuda.cpp): large_tile × large_tile, with
+  // the large budget (register_budget.h); 0: none, every tile is tile × tile.
+  int large_tile = 0;
   // Decoding steps: 1 = one kernel for the whole step (a block per head and sequence), whose
   // threads' loops over the states are unrolled `unroll` times.
   int fused = 0;

@@ -40,6 +40,17 @@ TEST(PtxBudgets, EveryWideEntryAndNothingElse) {
                      entry(b).replace(entry(b).find("\n{"), 0, "\n.maxnreg 96"));
 }
 
+TEST(PtxBudgets, LargeEntriesGetTheLargeBudget) {
+  const std::string wide = std::string("_kernel_o_intra_s0_h_") + fsattn::kWideKernel + "___block_id_z";
+  const std::string large = std::string("_kernel_o_inter_s0_h_") + fsattn::kLargeKernel + "___block_id_z__2";
+  const std::string ptx = kHeader + entry(large) + entry(wide) + entry("_kernel_o_s0_b___block_id_z");
+  const std::string out = fsattn::with_wide_budgets(ptx, 128);
+  const std::string budget = "\n.maxnreg " + std::to_string(fsattn::kLargeRegisters);
+  EXPECT_EQ(out, kHeader + entry(large).replace(entry(large).find("\n{"), 0, budget) +
+                     entry(wide).replace(entry(wide).find("\n{"), 0, "\n.maxnreg 128") +
+                     entry("_kernel_o_s0_b___block_id_z"));
+}
+
 TEST(PtxBudgets, NoWideEntryNoChange) {
   const std::string ptx = kHeader + entry("_kernel_fq_s0_b___block_id_z") + entry("_kernel_o_s0_b___block_id_z");
   EXPECT_EQ(fsattn::with_wide_budgets(ptx, 128), ptx);

@@ -1,6 +1,7 @@
 #include "cuda_call.h"
 
 #include "ptx_budgets.h"
+#include "schedules/register_budget.h"
 #include "status.h"
 
 #include <HalideRuntime.h>
@@ -184,8 +185,9 @@ extern "C" int halide_cuda_device_free(void *user_context, halide_buffer_t *buf)
 // T=4096 H=16 D=M=S=64 on the H200, IDA's backward read within the chunk, hk_intra, took
 // 2.61 ms at 64 registers and 0.85 ms at 128; Nsight Compute). Here the kernels that the
 // schedule names wide (schedules/register_budget.h) get the call's CudaTarget::max_registers
-// (the kernel table's, from generators/CMakeLists.txt) and every other kernel 64, the
-// budget of kernels that lose occupancy with more (with_wide_budgets). As in Halide,
+// (the kernel table's, from generators/CMakeLists.txt), those it names large (8×8 tiles)
+// 255, and every other kernel 64, the budget of kernels that lose occupancy with more
+// (with_wide_budgets). As in Halide,
 // HL_CUDA_JIT_MAX_REGISTERS, when set, is the budget of every kernel (for experiments).
 // Returns NULL, with the message given to Halide's error handler, when the driver refuses
 // the PTX.
@@ -207,7 +209,7 @@ fsattn::cu::Module compile_kernel(void *user_context, const char *ptx, int) {
   const int wide = t != nullptr ? t->max_registers : kDefaultMaxRegisters;
   const int registers = from_env > 0 ? from_env : kDefaultMaxRegisters;
   // (The PTX is copied only to be rewritten.)
-  const bool one_budget = from_env > 0 || wide == kDefaultMaxRegisters;
+  const bool one_budget = from_env > 0 || (wide == kDefaultMaxRegisters && std::strstr(ptx, kLargeKernel) == nullptr);
   const std::string rewritten = one_budget ? std::string() : with_wide_budgets(ptx, wide);
   const char *source = one_budget ? ptx : rewritten.c_str();
   int options[] = {cu::kJitMaxRegisters};

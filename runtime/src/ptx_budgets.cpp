@@ -7,7 +7,7 @@ namespace fsattn {
 // An entry is `.entry NAME(PARAMS)` followed by its body in braces; a performance directive
 // such as .maxnreg goes between the two (PTX ISA, "Performance-Tuning Directives").
 std::string with_wide_budgets(const std::string &ptx, int registers) {
-  const std::string entry = ".entry ", directive = "\n.maxnreg " + std::to_string(registers);
+  const std::string entry = ".entry ";
   std::string out;
   out.reserve(ptx.size() + 256);
   size_t done = 0;
@@ -15,10 +15,13 @@ std::string with_wide_budgets(const std::string &ptx, int registers) {
     const size_t name_end = ptx.find('(', at);
     if (name_end == std::string::npos) break;
     const std::string name = ptx.substr(at + entry.size(), name_end - at - entry.size());
-    if (name.find(kWideKernel) == std::string::npos) continue;
+    const int budget = name.find(kLargeKernel) != std::string::npos ? kLargeRegisters
+                       : name.find(kWideKernel) != std::string::npos  ? registers
+                                                                       : 0;
+    if (budget == 0) continue;
     const size_t body = ptx.find("\n{", name_end);
     if (body == std::string::npos) break;
-    out.append(ptx, done, body - done).append(directive);
+    out.append(ptx, done, body - done).append("\n.maxnreg " + std::to_string(budget));
     done = body;
   }
   return out.append(ptx, done, std::string::npos);
