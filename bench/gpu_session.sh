@@ -45,7 +45,7 @@ for step in "${steps[@]}"; do
     profile)
       for op in ida_forward bla_forward; do
         timeout 240 ncu --clock-control none --launch-skip 150 --launch-count 60 --print-summary per-kernel \
-          .device/fsattn-bench --benchmark_filter="^$op/cuda/cuda_c32_r4/iter" > "$OUT/ncu-$op.txt" 2>&1
+          .device/fsattn-bench --benchmark_filter="^$op/cuda/cuda_c32_r4_l8/iter" > "$OUT/ncu-$op.txt" 2>&1
         echo "ncu $op: exit $?" | tee -a "$log"
       done ;;
     peers)
