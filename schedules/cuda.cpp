@@ -208,8 +208,8 @@ bool is_piece(const Var &v) {
 // -> 0.18; BLA's dpi_inter 0.61 -> 0.36, dk_e and dv_e 0.41 -> 0.24, o_e 0.31 -> 0.22; but
 // IDA's p_intra 0.58 -> 1.75 (spilling 248 bytes), its mixing w 0.77 -> 0.96 and its *_e
 // 0.38 -> 0.47, BLA's o_intra 0.40 -> 0.53 and its forward's carries 0.26-0.27 -> 0.29-0.31.
-// The schedules list their large tiles (kIdaLargeTiles, kBlaForwardLargeTiles,
-// kBlaBackwardLargeTiles).
+// The schedules list their large tiles (kIdaLargeTiles, kBlaForwardTiles,
+// kBlaBackwardTiles).
 //
 // The blocks run over the patches (x) and the first two of the chunks, heads and batch
 // elements (y, z). The batch, where chunks and heads take y and z, shares x with the
@@ -759,8 +759,8 @@ void mode_major(ScanStages &scan) {
 // the query's reads of the states (*_qx); BLA's products with π (*_e: IDA's lose) and its
 // adjoint carries (its forward's carries lose).
 const std::set<std::string> kIdaLargeTiles = {"*_inter", "*_qx"};
-const std::set<std::string> kBlaForwardLargeTiles = {"*_inter", "*_qx", "*_e"};
-const std::set<std::string> kBlaBackwardLargeTiles = with(kBlaForwardLargeTiles, {"q_chunked_carry", "d_o_chunked_carry"});
+const TileLists kBlaForwardTiles = {{}, {"*_inter", "*_qx", "*_e"}, {}};
+const TileLists kBlaBackwardTiles = {{}, with(kBlaForwardTiles.large, {"q_chunked_carry", "d_o_chunked_carry"}), {}};
 // The IDA forward's register tiles kept at Halide's 64 registers (and 4×4) in the variants
 // with wider budgets (gpu_tiled_reduction): its read through the mode-major key state
 // (p_inter) and the scans' carries, whose operands are copied into registers. (As large
@@ -811,7 +811,7 @@ void schedule_bla_forward_cuda(BlaForwardStages &s, const CudaKnobs &k) {
   gpu_chunk_rows(sm.pi.func(), {sm.zmax, sm.den}, s.z.out.func(), {sm.zmax, sm.ez}, k, done);
   mode_major(s.key_scan);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, with(kViews, {"o_out", "z_out", "ez"}), k, done,
-                         {sm.pi.func().name()}, {{}, kBlaForwardLargeTiles, {}});
+                         {sm.pi.func().name()}, kBlaForwardTiles);
 }
 
 void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &sums, const CudaKnobs &k) {
@@ -822,7 +822,7 @@ void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &s
   // slots. Stored, each was a kernel of its own over (token, slot, chunk, head, batch), one
   // thread per element: 0.31 ms each, 0.8 TB/s (H200, B=8 T=4096 H=16 S=64, Nsight Compute).
   schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, done, k,
-                         {{}, kBlaBackwardLargeTiles, {}}, with(kViews, {s.key_adj.coef.func().name(), s.value_adj.coef.func().name()}));
+                         kBlaBackwardTiles, with(kViews, {s.key_adj.coef.func().name(), s.value_adj.coef.func().name()}));
 }
 
 // ---- decoding steps ---------------------------------------------------------------------
