@@ -1,6 +1,7 @@
 #include "cuda_call.h"
 
 #include "ptx_budgets.h"
+#include "schedules/register_budget.h"
 #include "status.h"
 
 #include <HalideRuntime.h>
@@ -207,8 +208,8 @@ fsattn::cu::Module compile_kernel(void *user_context, const char *ptx, int) {
   }();
   const int wide = t != nullptr ? t->max_registers : kDefaultMaxRegisters;
   const int registers = from_env > 0 ? from_env : kDefaultMaxRegisters;
-  // (With the environment's budget for every kernel, the PTX is not rewritten.)
-  const bool one_budget = from_env > 0;
+  // (The PTX is copied only to be rewritten.)
+  const bool one_budget = from_env > 0 || (wide == kDefaultMaxRegisters && std::strstr(ptx, kLargeKernel) == nullptr);
   const std::string rewritten = one_budget ? std::string() : with_wide_budgets(ptx, wide);
   const char *source = one_budget ? ptx : rewritten.c_str();
   int options[] = {cu::kJitMaxRegisters};
