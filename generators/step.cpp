@@ -26,24 +26,30 @@ IdaStepStages ida_step_algorithm(const IdaStepInputs &in) {
 
   // X' = Λ X + B x.
   const Cx lambda = s.modes.decay_pow(1, x.m, x.h), b = s.modes.write(x.m, 0, 0, x.h, 0);
-  auto advance = [&](CxFunc &next, Func &out, const Func &state, const Func &xs, const std::string &name) {
-    next = CxFunc(name + "_new", false);
-    next.define({x.r, x.m, x.h, x.b},
+  // The new state twice, alike: `next` for the write, `read` for the token's read of it, so
+  // that a schedule can give the write a copy of its own of the old (re, im) pairs
+  // (schedules/cuda.cpp).
+  auto advance = [&](CxFunc &next, CxFunc &read, Func &out, const Func &state, const Func &xs,
+                     const std::string &name) {
+    for (auto [f, suffix] : {std::pair(&next, "_new"), std::pair(&read, "_read")}) {
+      *f = CxFunc(name + suffix, false);
+      f->define({x.r, x.m, x.h, x.b},
                 lambda * Cx(state(0, x.r, x.m, x.h, x.b), state(1, x.r, x.m, x.h, x.b)) +
                     b * Cx(xs(x.r, 0, 0, x.h, x.b)));
+    }
     out = Func(name + "_out");
     const Cx n = next(x.r, x.m, x.h, x.b);
     out(x.ri, x.r, x.m, x.h, x.b) = select(x.ri == 0, n.re, n.imag());
   };
-  advance(s.key_new, s.state_k_out, in.state_k, s.feat.kt, "state_k");
-  advance(s.value_new, s.state_v_out, in.state_v, s.feat.vt, "state_v");
+  advance(s.key_new, s.key_read, s.state_k_out, in.state_k, s.feat.kt, "state_k");
+  advance(s.value_new, s.value_read, s.state_v_out, in.state_v, s.feat.vt, "state_v");
 
   // p = Xk fq; w = G p as C^T (C p) (G = C^T C, plain transposes); o = Re(Xv^T w).
   auto c_at = [&](const Expr &row, const Expr &col) { return Cx(in.c_mix(0, col, row, x.h), in.c_mix(1, col, row, x.h)); };
   s.r_p = RDom(0, in.dk, "r_p");
   s.p = CxFunc("p", false);
   s.p.define({x.m, x.h, x.b}, Cx(0.0f, 0.0f));
-  s.p.update({x.m, x.h, x.b}, s.p(x.m, x.h, x.b) + s.key_new(s.r_p, x.m, x.h, x.b) * Cx(s.feat.fq(s.r_p, 0, 0, x.h, x.b)));
+  s.p.update({x.m, x.h, x.b}, s.p(x.m, x.h, x.b) + s.key_read(s.r_p, x.m, x.h, x.b) * Cx(s.feat.fq(s.r_p, 0, 0, x.h, x.b)));
   s.r_cp = RDom(0, in.modes, "r_cp");
   s.cp = CxFunc("cp", false);
   s.cp.define({x.m, x.h, x.b}, Cx(0.0f, 0.0f));
@@ -55,7 +61,7 @@ IdaStepStages ida_step_algorithm(const IdaStepInputs &in) {
   s.r_o = RDom(0, in.modes, "r_o");
   s.o_sum = Func("o_sum");
   s.o_sum(x.r, x.h, x.t, x.b) = 0.0f;
-  s.o_sum(x.r, x.h, x.t, x.b) += real_of_product(s.w(s.r_o, x.h, x.b), s.value_new(x.r, s.r_o, x.h, x.b));
+  s.o_sum(x.r, x.h, x.t, x.b) += real_of_product(s.w(s.r_o, x.h, x.b), s.value_read(x.r, s.r_o, x.h, x.b));
   s.o = Func("o");
   s.o(x.r, x.h, x.t, x.b) = s.o_sum(x.r, x.h, x.t, x.b);
   return s;

@@ -42,7 +42,8 @@ struct IdaStepStages {
   ChunkGrid grid;        // one chunk of one token
   IdaFeatures feat;
   IdaModes modes;
-  CxFunc key_new, value_new;  // (r, m, h, b): Λ X + B x
+  CxFunc key_new, value_new;    // (r, m, h, b): Λ X + B x, as the states' writes read it
+  CxFunc key_read, value_read;  // the same, as the token's reads (p, o) read it
   Halide::Func state_k_out, state_v_out;  // (ri, r, m, h, b)
   CxFunc p, cp, w;       // (m, h, b): p = Xk fq, cp = C p, w = C^T cp
   Halide::Func o_sum;    // (r, h, t, b) = Re(Xv^T w)

@@ -922,12 +922,36 @@ Func gpu_step_sum(Func f, const CudaKnobs &k, std::set<std::string> &done) {
   return stored;
 }
 
+// A complex state's old elements as its new state's write reads them: `state` (ri, r, m, h,
+// b), the state as the new state reads it (the input, or its clamped view), and `write`, the
+// new state as inlined into the state's output (step.h gives the token's read a new state
+// of its own). The write gets its own copy of each old (re, im) pair in registers, one 8-byte
+// vector load (the generator states the strides and alignment that make it one), and stores
+// the new pair as one vector. Empty for real states. (The token's reads, copied likewise at
+// their partial sums' innermost loop, were bounded by Halide 14 by the whole lanes, not by
+// the sums' guards: past the states' ends at odd shapes, which the bounds checks refused.)
+struct StatePairs {
+  Func state, write;
+  bool complex() const { return state.defined(); }
+};
+
+// state.in(user) in registers at `at`: one element's (re, im) pair, loaded as one vector.
+void pair_copy(Func state, const Func &user, const LoopLevel &at, std::set<std::string> &done) {
+  Func pair = state.in(user);
+  pair.compute_at(at).store_in(MemoryType::Register);
+  const std::vector<Var> a = pair.args();
+  pair.bound(a[0], 0, 2).vectorize(a[0]);
+  for (size_t j = 1; j < a.size(); ++j) pair.bound_extent(a[j], 1);
+  done.insert(pair.name());
+}
+
 // The key state's kernel: `out` (ri, r, m, h, b) or (r, m, h, b), and the read f(m, h, b)
 // summing over channels r, split into kStepLanes partial sums (channels kStepLanes apart)
 // by rfactor. Blocks of 16 modes of one head and sequence; f, which adds the partial sums,
 // is the caller's to schedule.
-void gpu_key_state(Func out, bool complex, Func f, const CudaKnobs &k, std::set<std::string> &done) {
+void gpu_key_state(Func out, const StatePairs &pairs, Func f, const CudaKnobs &k, std::set<std::string> &done) {
   const Vars &x = vars();
+  const bool complex = pairs.complex();
   const int nm = std::max(1, k.threads / kStepLanes);
   RVar rj("rj"), rl("rl");
   Var u("u"), mo("mo"), mi("mi");
@@ -946,7 +970,8 @@ void gpu_key_state(Func out, bool complex, Func f, const CudaKnobs &k, std::set<
   if (complex) out.bound(x.ri, 0, 2);
   out.split(x.r, rs, u, kStepLanes, TailStrategy::GuardWithIf).split(x.m, mo, mi, nm, TailStrategy::GuardWithIf);
   if (complex) {
-    out.reorder(x.ri, rs, u, mi, mo, x.h, x.b).unroll(x.ri);
+    out.reorder(x.ri, rs, u, mi, mo, x.h, x.b).vectorize(x.ri);
+    pair_copy(pairs.state, pairs.write, LoopLevel(out, rs), done);
   } else {
     out.reorder(rs, u, mi, mo, x.h, x.b);
     unroll_serial(out, rs);
@@ -1001,9 +1026,10 @@ constexpr int kValueChannels = 32;
 // partial sums of f(r, h, t, b), the output's sum over modes, split by rfactor; each thread
 // writes the new elements it has just read. The output o is a small kernel of its own that
 // adds the partial sums.
-void gpu_value_state_partials(Func out, bool complex, Func o, Func f, const CudaKnobs &k,
+void gpu_value_state_partials(Func out, const StatePairs &pairs, Func o, Func f, const CudaKnobs &k,
                               std::set<std::string> &done) {
   const Vars &x = vars();
+  const bool complex = pairs.complex();
   RVar rj("rj"), rl("rl");
   Var u("u"), ro("ro"), rv("rv"), ms("ms");
   Func partial = f.update(0).split(f.rvars(0)[0], rj, rl, kValueGroups, TailStrategy::GuardWithIf).rfactor(rl, u);
@@ -1021,7 +1047,8 @@ void gpu_value_state_partials(Func out, bool complex, Func o, Func f, const Cuda
   out.compute_root();
   out.split(x.r, ro, rv, kValueChannels, TailStrategy::GuardWithIf).split(x.m, ms, u, kValueGroups, TailStrategy::GuardWithIf);
   if (complex) {
-    out.bound(x.ri, 0, 2).reorder(x.ri, ms, rv, u, ro, x.h, x.b).unroll(x.ri);
+    out.bound(x.ri, 0, 2).reorder(x.ri, ms, rv, u, ro, x.h, x.b).vectorize(x.ri);
+    pair_copy(pairs.state, pairs.write, LoopLevel(out, ms), done);
   } else {
     out.reorder(ms, rv, u, ro, x.h, x.b);
   }
@@ -1045,7 +1072,8 @@ void gpu_step_feature(Func f, Func norm, Func x, const CudaKnobs &k, std::set<st
 
 // Pointwise views of the steps, formed where they are used: the new states, the inputs'
 // clamped views and the features' chunked inputs.
-const std::set<std::string> kStepViews = with(kViews, {"state_k_new", "state_v_new", "*_clamped", "*_chunked"});
+const std::set<std::string> kStepViews = with(kViews, {"state_k_new", "state_v_new", "state_k_read", "state_v_read",
+                                                       "*_clamped", "*_chunked"});
 
 }  // namespace
 
@@ -1164,37 +1192,37 @@ void block_lanes(Func f, int lanes, bool lanes_first, int unroll, const StepBloc
   done.insert({partial.name(), in.name(), f.name()});
 }
 
-// The new states `outs` (r, m, h, b) or, complex, (ri, r, m, h, b) (`complex_news`: their new
-// elements, each state's), written in the block after the output (compute_with), a phase
+// The new states `outs` (r, m, h, b) or, complex, (ri, r, m, h, b) (`pairs`: each state's
+// old elements and new state, StatePairs), written in the block after the output (compute_with), a phase
 // each: threads over 64 channels × the rest of the block in modes, each thread a loop over
 // its modes, unrolled blk.unroll times. (The two states' loops fused into one phase,
 // compute_with at the thread loop, made Halide 14 fail with an internal error in
 // ScheduleFunctions.)
 void block_state_writes(const std::vector<Func> &outs, const StepBlock &blk, std::set<std::string> &done,
-                        const std::vector<CxFunc> &complex_news = {}) {
+                        const std::vector<StatePairs> &pairs = {}) {
   const Vars &x = vars();
   Var co("w_co"), cv("w_cv"), so("w_so"), sv("w_sv"), t("w_t");
   const int rows = std::max(1, blk.threads / 64);
-  const bool complex = !complex_news.empty();
+  const bool complex = !pairs.empty();
   for (size_t j = 0; j < outs.size(); ++j) {
     Func out = outs[j];
     out.compute_root()
         .split(x.r, co, cv, 64, TailStrategy::GuardWithIf)
         .split(x.m, so, sv, rows, TailStrategy::GuardWithIf);
     if (complex) {
-      // Both parts of a complex element by one thread, from the new element computed whole
-      // into registers first: the thread has read both old parts before it stores either.
-      // (With re and im on two threads, the thread for im read the old re that its neighbour
-      // stores: right only while the warp runs the loads before the stores.)
-      out.bound(x.ri, 0, 2).reorder(x.ri, so, co, cv, sv, x.h, x.b).unroll(x.ri);
+      // Both parts of a complex element by one thread, as one vector, from the old pair
+      // loaded as one vector (pair_copy, below): the thread has read both old parts before it
+      // stores either. (With re and im on two threads, the thread for im read the old re that
+      // its neighbour stores: right only while the warp runs the loads before the stores.)
+      out.bound(x.ri, 0, 2).reorder(x.ri, so, co, cv, sv, x.h, x.b).vectorize(x.ri);
     } else {
       out.reorder(so, co, cv, sv, x.h, x.b);
     }
     out.fuse(cv, sv, t).gpu_blocks(x.h, x.b).gpu_threads(t).compute_with(blk.root, x.h);
     unroll_serial(out, so, blk.unroll);
-    if (complex) {  // the element whole, at each iteration of the thread's unrolled loop
+    if (complex) {  // the old pair, at each iteration of the thread's unrolled loop
       const Var element(so.name() + "_ui");  // (unroll_serial's inner loop)
-      done.insert(in_registers(Func(complex_news[j].func()).in(out), out, element, false).name());
+      pair_copy(pairs[j].state, pairs[j].write, LoopLevel(out, element), done);
     }
     done.insert(out.name());
   }
@@ -1234,7 +1262,9 @@ void schedule_ida_step_cuda_fused(IdaStepStages &s, const CudaKnobs &k) {
     block_sum(g, blk, done);
   }
   block_lanes(s.o_sum, kValueGroups, false, blk.unroll, blk, done);  // the output's partial sums
-  block_state_writes({s.state_k_out, s.state_v_out}, blk, done, {s.key_new, s.value_new});
+  std::map<std::string, Func> funcs = pipeline_funcs({s.o});
+  block_state_writes({s.state_k_out, s.state_v_out}, blk, done,
+                     {{funcs.at("state_k_im"), s.key_new.func()}, {funcs.at("state_v_im"), s.value_new.func()}});
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, kStepViews, k, done);
 }
 
@@ -1252,7 +1282,8 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   // The three features as one kernel: their blocks' loops fused, so two launches fewer.
   s.feat.kt.compute_with(s.feat.fq, step_block(s.feat.fq));
   s.feat.vt.compute_with(s.feat.fq, step_block(s.feat.fq));
-  gpu_key_state(s.state_k_out, true, s.p.func(), k, done);
+  std::map<std::string, Func> funcs = pipeline_funcs({s.o});
+  gpu_key_state(s.state_k_out, {funcs.at("state_k_im"), s.key_new.func()}, s.p.func(), k, done);
   // cp = C p reads C along its rows, which consecutive threads (modes) would read 2M floats
   // apart: a copy of each head's C stored transposed makes their reads consecutive (cp: 73 ->
   // 15 µs, the copy 4 µs, at B=64 on the H200).
@@ -1262,7 +1293,7 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   // loop, which compute_with needs to be named alike in both: Λ's first loop takes the name
   // of the copy's. (Two kernels took 4.3 and 4.6 µs, one 5.9 µs: the step 41.2 -> 36.6 µs at
   // B=1, 148 -> 144 µs at B=64; H200, two runs of each.)
-  Func c_rows = pipeline_funcs({s.o}).at("c_mix_im").in(s.cp.func());
+  Func c_rows = funcs.at("c_mix_im").in(s.cp.func());
   const std::vector<Var> a = c_rows.args();  // (part, col, row, h)
   c_rows.compute_root().reorder_storage(a[0], a[2], a[1], a[3]).bound(a[0], 0, 2).reorder(a[0], a[2], a[1], a[3]).unroll(a[0]);
   gpu_stage(c_rows, {a[2], a[1], a[3]}, k.threads, "params");
@@ -1276,7 +1307,7 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   // sequence into shared memory. (As a kernel of its own, p took 5.3 µs at B=64, H200.)
   gpu_step_block_sum(s.p.func(), gpu_step_sum(s.cp.func(), k, done), k, done);
   gpu_step_sum(s.w.func(), k, done);
-  gpu_value_state_partials(s.state_v_out, true, s.o, s.o_sum, k, done);
+  gpu_value_state_partials(s.state_v_out, {funcs.at("state_v_im_clamped"), s.value_new.func()}, s.o, s.o_sum, k, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, kStepViews, k, done);
 }
 
@@ -1290,7 +1321,7 @@ void schedule_bla_step_cuda(BlaStepStages &s, const CudaKnobs &k) {
   // the softmax's exponentials are formed where they are used.
   gpu_step_kernel(s.writes.phi, k);
   done.insert(s.writes.phi.name());
-  gpu_key_state(s.state_k_out, false, s.z, k, done);
+  gpu_key_state(s.state_k_out, {}, s.z, k, done);
   // The softmax's exponentials, one kernel: each block first adds the key kernel's partial
   // sums into z for every slot of its head and sequence, in shared memory, then each thread
   // takes the maximum over them and forms its slot's exponential. (z as a kernel of its own

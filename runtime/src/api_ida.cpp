@@ -7,6 +7,9 @@
 #include "varlen.h"
 
 #include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace fsattn {
@@ -203,6 +206,12 @@ fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   float eps = check_ida_call(val, exec, dims, p, q, k, v, /*varlen_ok=*/false);
   check_one_token(val, dims);
   val.pointer("state_k", state_k).pointer("state_v", state_v).pointer("o", o);
+  // The CUDA kernels load and store each (re, im) pair of a state as one 8-byte vector.
+  for (auto [name, state] : {std::pair("state_k", state_k), std::pair("state_v", state_v)}) {
+    if (val.cuda() && reinterpret_cast<uintptr_t>(state) % 8 != 0) {
+      val.fail(FSATTN_ERROR_INVALID_ARGUMENT, std::string(name) + " is not 8-byte aligned (CUDA)");
+    }
+  }
   if (!val.ok()) return val.status();
 
   fsattn_status status = FSATTN_OK;

@@ -510,4 +510,20 @@ TEST(CudaGrid, TooManyStepHeadsAreRefused) {
   EXPECT_NE(std::string(fsattn_last_error()).find("65535 heads"), std::string::npos) << fsattn_last_error();
 }
 
+// The CUDA IDA step loads and stores each complex state element as one 8-byte vector: a state
+// that is not 8-byte aligned is refused, before any pointer is read (with or without a GPU).
+TEST(CudaArguments, MisalignedIdaStepStatesAreRefused) {
+  const IdaCase c = make_ida_case({1, 1, 1, 4, 4, 2}, 3, true);
+  const fsattn_exec exec = cuda_exec();
+  const fsattn_dims dims = c.dims();
+  const fsattn_ida_params p = c.params();
+  alignas(8) float dummy[2] = {0, 0};
+  for (const std::string state : {"state_k", "state_v"}) {
+    float *sk = state == "state_k" ? &dummy[1] : &dummy[0], *sv = state == "state_v" ? &dummy[1] : &dummy[0];
+    EXPECT_EQ(FSATTN_ERROR_INVALID_ARGUMENT, fsattn_ida_step(&exec, &dims, &p, dummy, dummy, dummy, sk, sv, dummy));
+    EXPECT_NE(std::string(fsattn_last_error()).find(state + " is not 8-byte aligned"), std::string::npos)
+        << fsattn_last_error();
+  }
+}
+
 }  // namespace

@@ -149,8 +149,9 @@ fsattn_status fsattn_bla_backward(const fsattn_exec *exec, const fsattn_dims *di
 
 /* One decoding step (dims->seqlen == 1): updates the states in place and writes o, as
    the forward pass does for one token. BLA uses p->pos0 as the token's position. Both state
-   pointers are required (a state starts at zero: the caller zeroes it). Per head the IDA
-   step costs O(M (Dk + Dv) + M^2), the BLA step O(S (Dk + Dv)). */
+   pointers are required (a state starts at zero: the caller zeroes it); on CUDA the IDA
+   states must be 8-byte aligned (each complex element is loaded as one 8-byte vector).
+   Per head the IDA step costs O(M (Dk + Dv) + M^2), the BLA step O(S (Dk + Dv)). */
 fsattn_status fsattn_ida_step(const fsattn_exec *exec, const fsattn_dims *dims,
     const fsattn_ida_params *p, const float *q, const float *k, const float *v,
     float *state_k, float *state_v, float *o);
