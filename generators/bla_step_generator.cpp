@@ -32,7 +32,7 @@ class BlaStepGenerator : public Generator<BlaStepGenerator>, public StepGenerato
     // they are read through a clamp on the channel, see ida_step. (Reading the key state
     // through clamps on channel and slot, as every read once was, the key state's kernel ran
     // about 220 instructions for 8 channels, where it now runs about 60.)
-    const bool clamp = clamps_value_reads(get_target());
+    const bool clamp = clamps_state_reads(get_target());
     BlaStepInputs in{q, k, clamped_view(v, {0}, clamp), log_gamma, state_k, clamped_view(state_v, {0}, clamp),
                      phase, period, modes, slots, scale, q.dim(0).extent(), v.dim(0).extent()};
     stages = bla_step_algorithm(in);

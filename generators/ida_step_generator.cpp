@@ -32,16 +32,18 @@ class IdaStepGenerator : public Generator<IdaStepGenerator>, public StepGenerato
   Output<Buffer<float>> state_v_out{"state_v_out", 5};  // may be the memory of state_v
 
   void generate() {
-    // On CUDA the value state's kernel runs over channels in whole tiles, guarded, and
-    // Halide 14 bounds its reads of the old state by the whole tiles (schedules/cuda.cpp):
-    // it reads the state through a clamp on the channel (each thread's own, so the clamp is
-    // formed once per thread; the values past Dv reach no output). Every other read is
-    // bounded by the true sizes, and is not clamped: a clamp in a loop costs a min, a max and
-    // a 64-bit index per load (see bla_step).
-    const bool clamp = clamps_value_reads(get_target());
-    IdaStepInputs in{q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k,
-                     clamped_view(state_v, {1}, clamp), eps, q.dim(0).extent(), v.dim(0).extent(),
-                     a_im.dim(0).extent()};
+    // On CUDA (the per-state kernels) Halide 14 bounds some reads of the old states by whole
+    // tiles or lanes, not by their guards (schedules/cuda.cpp): the value state's kernel runs
+    // over channels in whole tiles, and reads the state through a clamp on the channel (each
+    // thread's own, formed once per thread; the values past Dv reach no output); the key
+    // state's read copies each (re, im) pair at its partial sums' loop, and reads through a
+    // clamp on the channel and the mode. Every other read is bounded by the true sizes, and
+    // is not clamped: a clamp in a loop costs a min, a max and a 64-bit index per load (see
+    // bla_step).
+    const bool clamp = clamps_state_reads(get_target());
+    IdaStepInputs in{q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix,
+                     clamped_view(state_k, {1, 2}, clamp), clamped_view(state_v, {1}, clamp), eps,
+                     q.dim(0).extent(), v.dim(0).extent(), a_im.dim(0).extent()};
     stages = ida_step_algorithm(in);
     o = stages.o;
     state_k_out = stages.state_k_out;

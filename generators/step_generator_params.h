@@ -29,10 +29,10 @@ class StepGeneratorParams {
     return k;
   }
 
-  // Whether the value state's reads by channel go through a clamp: only in the per-state CUDA
-  // kernels, whose value kernel runs over channels in whole tiles (the fused kernel guards its
-  // loops, and Halide bounds its reads by the guards).
-  bool clamps_value_reads(const Halide::Target &target) const {
+  // Whether reads of the states go through clamps (the generators say which): only in the
+  // per-state CUDA kernels, some of whose reads Halide bounds by whole tiles or lanes (the
+  // fused kernel guards its loops, and Halide bounds its reads by the guards).
+  bool clamps_state_reads(const Halide::Target &target) const {
     return target.has_feature(Halide::Target::CUDA) && !fused;
   }
 };

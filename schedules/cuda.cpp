@@ -927,11 +927,15 @@ Func gpu_step_sum(Func f, const CudaKnobs &k, std::set<std::string> &done) {
 // new state as inlined into the state's output (step.h gives the token's read a new state
 // of its own). The write gets its own copy of each old (re, im) pair in registers, one 8-byte
 // vector load (the generator states the strides and alignment that make it one), and stores
-// the new pair as one vector. Empty for real states. (The token's reads, copied likewise at
-// their partial sums' innermost loop, were bounded by Halide 14 by the whole lanes, not by
-// the sums' guards: past the states' ends at odd shapes, which the bounds checks refused.)
+// the new pair as one vector. Empty for real states. `read`, where given, is the token's read
+// of the new state, whose partial sums get their own pair copies likewise. Halide 14 bounds
+// those copies by the sums' whole lanes, not by their guards, so `state` must then be a view
+// clamped along channels and modes (else the reads pass the state's end at odd shapes). Only
+// the key state's read is paired: its kernel 45.9 -> 43.8 µs, the step 148 -> 141 µs at B=64
+// (back to back 137 -> 133), 458 -> 455 at B=256 (H200, Nsight Compute and two timed runs);
+// the value state's, clamped along modes too, was slower (42.8 -> 43.9 µs).
 struct StatePairs {
-  Func state, write;
+  Func state, write, read;
   bool complex() const { return state.defined(); }
 };
 
@@ -964,6 +968,7 @@ void gpu_key_state(Func out, const StatePairs &pairs, Func f, const CudaKnobs &k
       .gpu_blocks(mo, x.h, x.b)
       .gpu_threads(u, mi);
   in_registers(partial, lanes, u, !complex);
+  if (pairs.read.defined()) pair_copy(pairs.state, pairs.read, LoopLevel(partial, rj), done);
   // (compute_with needs the fused loops to have the same names in both.)
   Var rs("rs");
   out.compute_root();
@@ -1283,7 +1288,8 @@ void schedule_ida_step_cuda(IdaStepStages &s, const CudaKnobs &k) {
   s.feat.kt.compute_with(s.feat.fq, step_block(s.feat.fq));
   s.feat.vt.compute_with(s.feat.fq, step_block(s.feat.fq));
   std::map<std::string, Func> funcs = pipeline_funcs({s.o});
-  gpu_key_state(s.state_k_out, {funcs.at("state_k_im"), s.key_new.func()}, s.p.func(), k, done);
+  gpu_key_state(s.state_k_out, {funcs.at("state_k_im_clamped"), s.key_new.func(), s.key_read.func()}, s.p.func(), k,
+                done);
   // cp = C p reads C along its rows, which consecutive threads (modes) would read 2M floats
   // apart: a copy of each head's C stored transposed makes their reads consecutive (cp: 73 ->
   // 15 µs, the copy 4 µs, at B=64 on the H200).
