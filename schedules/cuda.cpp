@@ -452,13 +452,27 @@ bool tiles_within_chunks(const Func &f) {
 // at 64 registers a thread, and its value kernel, before it had partial sums, 65 instead of
 // 62; BLA's value kernel, over real values, 36 µs instead of 41, and its key kernel 25 µs
 // instead of 31 once its reads were no longer clamped. B=64, H200. Unrolled 4-wide, IDA's key
-// kernel took as long, and the IDA step longer end to end.)
+// kernel took as long, and the IDA step longer end to end, before its (re, im) pairs were
+// vector loads: see kPairUnroll.)
 constexpr int kStepUnroll = 8;
 
-void unroll_serial(Stage s, const VarOrRVar &v, int factor = kStepUnroll) {
-  const std::string n = unqualified(v.name());
-  std::string fresh = n;
+// The IDA step's per-state kernels' loops over complex elements, each element an (re, im)
+// pair loaded as one 8-byte vector (StatePairs): the reads' partial sums and the writes, each
+// unrolled 4 times. Key kernel 43.4 -> 40.4 µs, value kernel 42.8 -> 39.0 (Nsight Compute,
+// B=64); the step 146-153 -> 141 µs at B=64 (back to back 133 -> 128), 462-464 -> 433-434 at
+// B=256 (back to back 439 -> 419). With only the reads unrolled: 42.2 and 40.8 µs; the reads
+// unrolled 2 or 8 times, no faster than not at all. H200, each build timed twice in one run.
+constexpr int kPairUnroll = 4;
+
+// unroll_serial's name for v's parts: "<v>_uo" (serial) and "<v>_ui" (unrolled).
+std::string unroll_prefix(const VarOrRVar &v) {
+  std::string fresh = unqualified(v.name());
   std::replace(fresh.begin(), fresh.end(), '$', '_');
+  return fresh;
+}
+
+void unroll_serial(Stage s, const VarOrRVar &v, int factor = kStepUnroll) {
+  const std::string n = unqualified(v.name()), fresh = unroll_prefix(v);
   if (v.is_rvar) {
     s.split(RVar(n), RVar(fresh + "_uo"), RVar(fresh + "_ui"), factor, TailStrategy::GuardWithIf)
         .unroll(RVar(fresh + "_ui"));
@@ -466,6 +480,12 @@ void unroll_serial(Stage s, const VarOrRVar &v, int factor = kStepUnroll) {
     s.split(Var(n), Var(fresh + "_uo"), Var(fresh + "_ui"), factor, TailStrategy::GuardWithIf)
         .unroll(Var(fresh + "_ui"));
   }
+}
+
+// The loop of v's part that unroll_serial unrolls.
+VarOrRVar unrolled(const VarOrRVar &v) {
+  const std::string inner = unroll_prefix(v) + "_ui";
+  return v.is_rvar ? VarOrRVar(RVar(inner)) : VarOrRVar(Var(inner));
 }
 
 // g (a reduction) computed inside a thread of f's kernel, one value, in registers; its
@@ -967,8 +987,8 @@ void gpu_key_state(Func out, const StatePairs &pairs, Func f, const CudaKnobs &k
       .reorder(u, mi, mo, x.h, x.b)
       .gpu_blocks(mo, x.h, x.b)
       .gpu_threads(u, mi);
-  in_registers(partial, lanes, u, !complex);
-  if (pairs.read.defined()) pair_copy(pairs.state, pairs.read, LoopLevel(partial, rj), done);
+  in_registers(partial, lanes, u, true, complex ? kPairUnroll : kStepUnroll);
+  if (pairs.read.defined()) pair_copy(pairs.state, pairs.read, LoopLevel(partial, unrolled(partial.rvars(0)[0])), done);
   // (compute_with needs the fused loops to have the same names in both.)
   Var rs("rs");
   out.compute_root();
@@ -976,7 +996,8 @@ void gpu_key_state(Func out, const StatePairs &pairs, Func f, const CudaKnobs &k
   out.split(x.r, rs, u, kStepLanes, TailStrategy::GuardWithIf).split(x.m, mo, mi, nm, TailStrategy::GuardWithIf);
   if (complex) {
     out.reorder(x.ri, rs, u, mi, mo, x.h, x.b).vectorize(x.ri);
-    pair_copy(pairs.state, pairs.write, LoopLevel(out, rs), done);
+    unroll_serial(out, rs, kPairUnroll);
+    pair_copy(pairs.state, pairs.write, LoopLevel(out, unrolled(rs)), done);
   } else {
     out.reorder(rs, u, mi, mo, x.h, x.b);
     unroll_serial(out, rs);
@@ -1048,12 +1069,13 @@ void gpu_value_state_partials(Func out, const StatePairs &pairs, Func o, Func f,
       .reorder(x.t, rv, u, ro, x.h, x.b)
       .gpu_blocks(ro, x.h, x.b)
       .gpu_threads(rv, u);
-  in_registers(partial, lanes, rv, false);
+  in_registers(partial, lanes, rv, complex, kPairUnroll);
   out.compute_root();
   out.split(x.r, ro, rv, kValueChannels, TailStrategy::GuardWithIf).split(x.m, ms, u, kValueGroups, TailStrategy::GuardWithIf);
   if (complex) {
     out.bound(x.ri, 0, 2).reorder(x.ri, ms, rv, u, ro, x.h, x.b).vectorize(x.ri);
-    pair_copy(pairs.state, pairs.write, LoopLevel(out, ms), done);
+    unroll_serial(out, ms, kPairUnroll);
+    pair_copy(pairs.state, pairs.write, LoopLevel(out, unrolled(ms)), done);
   } else {
     out.reorder(ms, rv, u, ro, x.h, x.b);
   }
