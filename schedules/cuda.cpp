@@ -460,8 +460,8 @@ constexpr int kStepUnroll = 8;
 // pair loaded as one 8-byte vector (StatePairs): the reads' partial sums and the writes, each
 // unrolled 4 times. Key kernel 43.4 -> 40.4 µs, value kernel 42.8 -> 39.0 (Nsight Compute,
 // B=64); the step 146-153 -> 141 µs at B=64 (back to back 133 -> 128), 462-464 -> 433-434 at
-// B=256 (back to back 439 -> 419). With only the reads unrolled: 42.2 and 40.8 µs; the reads
-// unrolled 2 or 8 times, no faster than not at all. H200, each build timed twice in one run.
+// B=256 (back to back 439 -> 419). Only the reads unrolled, 4 times: 42.2 and 40.8 µs; 2
+// times: 44.3 and 41.8; 8 times: 43.8 and 42.7. H200, each build timed twice in one run.
 constexpr int kPairUnroll = 4;
 
 // unroll_serial's name for v's parts: "<v>_uo" (serial) and "<v>_ui" (unrolled).
