@@ -955,7 +955,8 @@ Func gpu_step_sum(Func f, const CudaKnobs &k, std::set<std::string> &done) {
 // clamped along channels and modes (else the reads pass the state's end at odd shapes). Only
 // the key state's read is paired: its kernel 45.9 -> 43.8 µs, the step 148 -> 141 µs at B=64
 // (back to back 137 -> 133), 458 -> 455 at B=256 (H200, Nsight Compute and two timed runs);
-// the value state's, clamped along modes too, was slower (42.8 -> 43.9 µs).
+// the value state's, clamped along modes too, was slower (42.8 -> 43.9 µs; 39.0 -> 40.6 with
+// the loops unrolled, kPairUnroll).
 struct StatePairs {
   Func state, write, read;
   bool complex() const { return state.defined(); }
