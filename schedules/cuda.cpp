@@ -1252,10 +1252,7 @@ void block_state_writes(const std::vector<Func> &outs, const StepBlock &blk, std
     }
     out.fuse(cv, sv, t).gpu_blocks(x.h, x.b).gpu_threads(t).compute_with(blk.root, x.h);
     unroll_serial(out, so, blk.unroll);
-    if (complex) {  // the old pair, at each iteration of the thread's unrolled loop
-      const Var element(so.name() + "_ui");  // (unroll_serial's inner loop)
-      pair_copy(pairs[j].state, pairs[j].write, LoopLevel(out, element), done);
-    }
+    if (complex) pair_copy(pairs[j].state, pairs[j].write, LoopLevel(out, unrolled(so)), done);  // per iteration
     done.insert(out.name());
   }
 }
