@@ -72,7 +72,8 @@ class IdaStepGenerator : public Generator<IdaStepGenerator>, public StepGenerato
           in_state->dim(d).set_stride(strides[d]);
           out_state->dim(d).set_stride(strides[d]);
         }
-        in_state->dim(0).set_bounds(0, 2).dim(1).set_min(0).dim(2).set_min(0).dim(3).set_min(0).dim(4).set_min(0);
+        in_state->dim(0).set_bounds(0, 2);
+        for (int d = 1; d < 5; ++d) in_state->dim(d).set_min(0);
       }
     }
   }

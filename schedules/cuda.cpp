@@ -464,28 +464,22 @@ constexpr int kStepUnroll = 8;
 // times: 44.3 and 41.8; 8 times: 43.8 and 42.7. H200, each build timed twice in one run.
 constexpr int kPairUnroll = 4;
 
-// unroll_serial's name for v's parts: "<v>_uo" (serial) and "<v>_ui" (unrolled).
-std::string unroll_prefix(const VarOrRVar &v) {
+// v's kind (Var or RVar) under another name.
+VarOrRVar named_like(const VarOrRVar &v, const std::string &name) {
+  return v.is_rvar ? VarOrRVar(RVar(name)) : VarOrRVar(Var(name));
+}
+
+// v's serial part ("<v>_uo") and unrolled part ("<v>_ui") in unroll_serial.
+VarOrRVar unroll_part(const VarOrRVar &v, const std::string &suffix) {
   std::string fresh = unqualified(v.name());
   std::replace(fresh.begin(), fresh.end(), '$', '_');
-  return fresh;
+  return named_like(v, fresh + suffix);
 }
+VarOrRVar unrolled(const VarOrRVar &v) { return unroll_part(v, "_ui"); }
 
 void unroll_serial(Stage s, const VarOrRVar &v, int factor = kStepUnroll) {
-  const std::string n = unqualified(v.name()), fresh = unroll_prefix(v);
-  if (v.is_rvar) {
-    s.split(RVar(n), RVar(fresh + "_uo"), RVar(fresh + "_ui"), factor, TailStrategy::GuardWithIf)
-        .unroll(RVar(fresh + "_ui"));
-  } else {
-    s.split(Var(n), Var(fresh + "_uo"), Var(fresh + "_ui"), factor, TailStrategy::GuardWithIf)
-        .unroll(Var(fresh + "_ui"));
-  }
-}
-
-// The loop of v's part that unroll_serial unrolls.
-VarOrRVar unrolled(const VarOrRVar &v) {
-  const std::string inner = unroll_prefix(v) + "_ui";
-  return v.is_rvar ? VarOrRVar(RVar(inner)) : VarOrRVar(Var(inner));
+  s.split(named_like(v, unqualified(v.name())), unroll_part(v, "_uo"), unrolled(v), factor, TailStrategy::GuardWithIf)
+      .unroll(unrolled(v));
 }
 
 // g (a reduction) computed inside a thread of f's kernel, one value, in registers; its

@@ -7,9 +7,6 @@
 #include "varlen.h"
 
 #include <cmath>
-#include <cstdint>
-#include <string>
-#include <utility>
 #include <vector>
 
 namespace fsattn {
@@ -207,11 +204,7 @@ fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   check_one_token(val, dims);
   val.pointer("state_k", state_k).pointer("state_v", state_v).pointer("o", o);
   // The CUDA kernels load and store each (re, im) pair of a state as one 8-byte vector.
-  for (auto [name, state] : {std::pair("state_k", state_k), std::pair("state_v", state_v)}) {
-    if (val.cuda() && reinterpret_cast<uintptr_t>(state) % 8 != 0) {
-      val.fail(FSATTN_ERROR_INVALID_ARGUMENT, std::string(name) + " is not 8-byte aligned (CUDA)");
-    }
-  }
+  if (val.cuda()) val.aligned("state_k", state_k, 8).aligned("state_v", state_v, 8);
   if (!val.ok()) return val.status();
 
   fsattn_status status = FSATTN_OK;

@@ -17,6 +17,14 @@ Validator &Validator::pointer(const char *name, const void *p) {
   return *this;
 }
 
+Validator &Validator::aligned(const char *name, const void *p, int bytes) {
+  if (ok() && reinterpret_cast<uintptr_t>(p) % uintptr_t(bytes) != 0) {
+    fail(FSATTN_ERROR_INVALID_ARGUMENT, std::string(name) + " is not " + std::to_string(bytes) + "-byte aligned" +
+                                            (cuda_ ? " (CUDA)" : ""));
+  }
+  return *this;
+}
+
 Validator &Validator::range(const char *name, int64_t value, int64_t lo, int64_t hi) {
   if (ok() && (value < lo || value > hi)) {
     fail(FSATTN_ERROR_INVALID_ARGUMENT, std::string(name) + " = " + std::to_string(value) +

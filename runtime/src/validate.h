@@ -30,6 +30,8 @@ class Validator {
   fsattn_status status() const { return status_; }
 
   Validator &pointer(const char *name, const void *p);
+  // p a multiple of `bytes` (a kernel loads its elements as vectors of that size).
+  Validator &aligned(const char *name, const void *p, int bytes);
   Validator &range(const char *name, int64_t value, int64_t lo, int64_t hi);
   Validator &finite(const char *name, double value);
   // The tensor's element count and byte size must be representable.
