@@ -25,14 +25,6 @@ inline const Vars &vars() {
   return v;
 }
 
-// Which reductions over the contributing tokens tau <= i of a chunk (ChunkGrid) run over the
-// whole chunk with later tokens multiplied by zero ("masked") instead of bounded by i.
-enum class Masking {
-  none,        // every one bounded: half the work (the CPU schedules)
-  slot_reads,  // the within-chunk sums of the reads by slots (read_by_slots, scan.h)
-  all,         // every one (the baselines)
-};
-
 // Tokens t = c * L + i, 0 <= i < L, 0 <= c < N. The last chunk may be partial.
 //
 // A scan runs forward (the state at token i holds the tokens up to i) or, for the adjoint
@@ -43,25 +35,18 @@ struct ChunkGrid {
   Halide::Expr T;  // tokens in the call
   int L;           // chunk length (a schedule knob; results do not depend on it)
   Halide::Expr N;  // number of chunks, ceil(T / L)
-  // Whether this grid's reductions over the contributing tokens are masked (see Masking).
-  // Halide 14's autoschedulers emit invalid schedules (unrolled loops whose extent depends on
-  // i) for the bounded form, so their baselines are built masked. slot_reads() gives the
-  // grid that the reads by slots use.
+  // How reductions over the contributing tokens tau <= i of a chunk are bounded: by i (half the
+  // work), or, when masked, over the whole chunk with later tokens multiplied by zero. Halide
+  // 14's autoschedulers emit invalid schedules (unrolled loops whose extent depends on i) for
+  // the bounded form, so their baselines are built masked.
   bool masked = false;
-  bool mask_slot_reads = false;
   bool reverse = false;  // see above; made by reversed()
 
-  ChunkGrid(Halide::Expr T_, int L_, Masking masking = Masking::none)
-      : T(std::move(T_)), L(L_), N((T + (L_ - 1)) / L_), masked(masking == Masking::all),
-        mask_slot_reads(masking != Masking::none) {}
+  ChunkGrid(Halide::Expr T_, int L_, bool masked_ = false)
+      : T(std::move(T_)), L(L_), N((T + (L_ - 1)) / L_), masked(masked_) {}
   ChunkGrid reversed() const {
     ChunkGrid g = *this;
     g.reverse = !reverse;
-    return g;
-  }
-  ChunkGrid slot_reads() const {
-    ChunkGrid g = *this;
-    g.masked = mask_slot_reads;
     return g;
   }
   Halide::Expr token(const Halide::Expr &i, const Halide::Expr &c) const { return c * L + i; }

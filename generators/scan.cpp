@@ -112,10 +112,9 @@ ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Fu
   return rd;
 }
 
-SlotRead read_by_slots(const ScanInputs &in, const ScanStages &s, const CxFunc &u, const ChunkGrid &grid,
+SlotRead read_by_slots(const ScanInputs &in, const ScanStages &s, const CxFunc &u, const ChunkGrid &g,
                        const std::string &prefix, bool u_per_token) {
   const Vars &v = vars();
-  const ChunkGrid g = grid.slot_reads();
   SlotRead rd;
 
   // Through the chunk's entering state: Re Σ_m u_i[m] λ_m^read_age X_s[m, r].
