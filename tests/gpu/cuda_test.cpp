@@ -5,6 +5,7 @@
 // the checks of device pointers.
 #include "device_calls.h"
 #include "expect_match.h"
+#include "poison.h"
 #include "shapes.h"
 
 #include <gtest/gtest.h>
@@ -159,6 +160,16 @@ TEST(CudaProperties, StateChaining) {
     ForwardResult joined{b.status, join_tokens(a.o, b.o, whole.s.B), b.state_k, b.state_v};
     expect_match(joined, all, kForwardTol, "split " + std::to_string(split));
   }
+}
+
+// A NaN or Inf in one input element reaches exactly the outputs that depend on it, as on the
+// CPU (the register tiles compute whole chunks: a token's value must not reach the chunk's
+// earlier outputs through a mask multiplied in).
+TEST(CudaProperties, NonFiniteInputsStayLocal) {
+  FSATTN_REQUIRE_GPU();
+  check_poison(make_ida_case({2, 75, 2, 8, 6, 5}, 700, true), [](const IdaCase &c) { return gpu_ida_forward(c); });
+  check_poison(make_bla_case({2, 75, 2, 8, 6, 4, 20.5, 9}, 3, 701, 0.9, true),
+               [](const BlaCase &c) { return gpu_bla_forward(c); });
 }
 
 // A final state written over its initial state, and initial-state gradients written over
