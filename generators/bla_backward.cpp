@@ -4,9 +4,9 @@ using namespace Halide;
 
 namespace fsattn {
 
-BlaBackwardStages bla_backward_algorithm(const BlaBackwardInputs &in, int chunk, bool masked) {
+BlaBackwardStages bla_backward_algorithm(const BlaBackwardInputs &in, int chunk, Masking masking) {
   const Vars &x = vars();
-  BlaBackwardStages s{bla_forward_algorithm(in.forward, chunk, masked)};
+  BlaBackwardStages s{bla_forward_algorithm(in.forward, chunk, masking)};
   const BlaForwardStages &f = s.fwd;
   const ChunkGrid &g = f.grid;
   const ChunkGrid back = g.reversed();

@@ -43,7 +43,7 @@ struct BlaBackwardStages {
   Halide::RDom r_delta, r_tokens, r_chunks, r_slots, r_dk, r_dv;
 };
 
-// masked: see ChunkGrid::masked.
-BlaBackwardStages bla_backward_algorithm(const BlaBackwardInputs &in, int chunk, bool masked = false);
+// masking: see Masking (grid.h).
+BlaBackwardStages bla_backward_algorithm(const BlaBackwardInputs &in, int chunk, Masking masking = Masking::none);
 
 }  // namespace fsattn

@@ -53,7 +53,7 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
                          q.dim(0).extent(), v.dim(0).extent(), q.dim(2).extent()};
     BlaBackwardInputs in{fwd, d_o, BoundaryConditions::repeat_edge(d_state_k_out),
                          BoundaryConditions::repeat_edge(d_state_v_out)};
-    stages = bla_backward_algorithm(in, chunk, baseline);
+    stages = bla_backward_algorithm(in, chunk, masking(get_target()));
     if (baseline) {
       const Vars &x = vars();
       Func checked("dq_checked");

@@ -18,9 +18,9 @@ Func final_state(const CxFunc &state, const Expr &index, const std::string &name
   return f;
 }
 
-BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk, bool masked) {
+BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk, Masking masking) {
   const Vars &x = vars();
-  BlaForwardStages s{ChunkGrid(in.seqlen, chunk, masked)};
+  BlaForwardStages s{ChunkGrid(in.seqlen, chunk, masking)};
   const ChunkGrid &g = s.grid;
 
   s.q = chunked(in.q, in.dk, g, "q_chunked");

@@ -32,7 +32,7 @@ struct BlaForwardStages {
 CxFunc real_state(const Halide::Func &stored, const std::string &name);
 Halide::Func final_state(const CxFunc &state, const Halide::Expr &index, const std::string &name);
 
-// masked: see ChunkGrid::masked.
-BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk, bool masked = false);
+// masking: see Masking (grid.h).
+BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk, Masking masking = Masking::none);
 
 }  // namespace fsattn

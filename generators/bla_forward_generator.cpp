@@ -46,7 +46,7 @@ class BlaForwardGenerator : public Generator<BlaForwardGenerator>, public ScanGe
                         BoundaryConditions::repeat_edge(state_v_in),
                         phase, period, modes, num_slots, scale,
                         q.dim(0).extent(), v.dim(0).extent(), q.dim(2).extent()};
-    stages = bla_forward_algorithm(in, chunk, baseline);
+    stages = bla_forward_algorithm(in, chunk, masking(get_target()));
     if (baseline) {
       const Vars &x = vars();
       Func checked("o_checked");

@@ -25,6 +25,17 @@ inline const Vars &vars() {
   return v;
 }
 
+// Which reductions over the contributing tokens tau <= i of a chunk (ChunkGrid) run over the
+// whole chunk with later tokens' terms cleared ("masked") instead of bounded by i.
+// The CUDA form also sums some reads by channels over the lag instead of the token
+// (ChunkGrid::lag_channel_reads).
+enum class Masking {
+  none,  // every one bounded: half the work (the CPU schedules)
+  gpu,   // the within-chunk sums of the reads by slots (read_by_slots, scan.h), and the reads
+         // by channels summed over the lag (the CUDA schedules)
+  all,   // every one (the baselines)
+};
+
 // Tokens t = c * L + i, 0 <= i < L, 0 <= c < N. The last chunk may be partial.
 //
 // A scan runs forward (the state at token i holds the tokens up to i) or, for the adjoint
@@ -35,18 +46,28 @@ struct ChunkGrid {
   Halide::Expr T;  // tokens in the call
   int L;           // chunk length (a schedule knob; results do not depend on it)
   Halide::Expr N;  // number of chunks, ceil(T / L)
-  // How reductions over the contributing tokens tau <= i of a chunk are bounded: by i (half the
-  // work), or, when masked, over the whole chunk with later tokens multiplied by zero. Halide
-  // 14's autoschedulers emit invalid schedules (unrolled loops whose extent depends on i) for
-  // the bounded form, so their baselines are built masked.
+  // Whether this grid's reductions over the contributing tokens are masked (see Masking).
+  // Halide 14's autoschedulers emit invalid schedules (unrolled loops whose extent depends on
+  // i) for the bounded form, so their baselines are built masked. slot_reads() gives the
+  // grid that the reads by slots use.
   bool masked = false;
+  bool mask_slot_reads = false;
+  // Whether the forward reads by channels with one write weight per slot sum over the lag
+  // n = i - tau, masked, instead of over the token tau (read_by_channels, scan.cpp).
+  bool lag_channel_reads = false;
   bool reverse = false;  // see above; made by reversed()
 
-  ChunkGrid(Halide::Expr T_, int L_, bool masked_ = false)
-      : T(std::move(T_)), L(L_), N((T + (L_ - 1)) / L_), masked(masked_) {}
+  ChunkGrid(Halide::Expr T_, int L_, Masking masking = Masking::none)
+      : T(std::move(T_)), L(L_), N((T + (L_ - 1)) / L_), masked(masking == Masking::all),
+        mask_slot_reads(masking != Masking::none), lag_channel_reads(masking == Masking::gpu) {}
   ChunkGrid reversed() const {
     ChunkGrid g = *this;
     g.reverse = !reverse;
+    return g;
+  }
+  ChunkGrid slot_reads() const {
+    ChunkGrid g = *this;
+    g.masked = mask_slot_reads;
     return g;
   }
   Halide::Expr token(const Halide::Expr &i, const Halide::Expr &c) const { return c * L + i; }
@@ -80,11 +101,16 @@ struct ChunkGrid {
     if (!masked) r.where(reverse ? r.x >= i : r.x <= i);
     return r;
   }
-  // The mask multiplies: Halide trims the bounds of Funcs called inside a select's branches
-  // by its condition, which would bring back the bounds that depend on i.
+  // The mask clears the bits of a later token's term. Not a select on the term: Halide trims
+  // the bounds of Funcs called inside a select's branches by its condition, which would bring
+  // back the bounds that depend on i. Not a multiplication by 0 or 1: a NaN or Inf in a later
+  // token's input would then reach token i's output (NaN x 0 = NaN), against the locality of
+  // non-finite inputs (README, Reliability).
   Halide::Expr causal(const Halide::Expr &term, const Halide::RVar &tau, const Halide::Var &i) const {
     if (!masked) return term;
-    return term * Halide::cast(term.type(), reverse ? tau >= i : tau <= i);
+    const Halide::Type bits = Halide::UInt(term.type().bits());
+    const Halide::Expr keep = Halide::select(reverse ? tau >= i : tau <= i, bits.max(), bits.min());
+    return Halide::reinterpret(term.type(), Halide::reinterpret(bits, term) & keep);
   }
 };
 

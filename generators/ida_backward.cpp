@@ -10,9 +10,9 @@ Expr sigmoid(const Expr &x) { return 1.0f / (1.0f + exp(-x)); }
 Expr silu_grad(const Expr &x) { return sigmoid(x) * (1.0f + x * (1.0f - sigmoid(x))); }
 }  // namespace
 
-IdaBackwardStages ida_backward_algorithm(const IdaBackwardInputs &in, int chunk, bool masked) {
+IdaBackwardStages ida_backward_algorithm(const IdaBackwardInputs &in, int chunk, Masking masking) {
   const Vars &x = vars();
-  IdaBackwardStages s{ida_forward_algorithm(in.forward, chunk, masked)};
+  IdaBackwardStages s{ida_forward_algorithm(in.forward, chunk, masking)};
   const IdaForwardStages &f = s.fwd;
   const IdaFeatures &ft = f.feat;
   const ChunkGrid &g = f.grid;

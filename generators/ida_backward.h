@@ -64,7 +64,7 @@ struct IdaBackwardStages {
   Halide::RDom r_tokens, r_chunks_k, r_chunks_v, r_feature_tokens, r_gram, r_c, r_modes;
 };
 
-// masked: see ChunkGrid::masked.
-IdaBackwardStages ida_backward_algorithm(const IdaBackwardInputs &in, int chunk, bool masked = false);
+// masking: see Masking (grid.h).
+IdaBackwardStages ida_backward_algorithm(const IdaBackwardInputs &in, int chunk, Masking masking = Masking::none);
 
 }  // namespace fsattn

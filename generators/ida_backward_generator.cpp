@@ -74,7 +74,7 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
                          eps, q.dim(0).extent(), v.dim(0).extent(), a_im.dim(0).extent(), q.dim(2).extent()};
     IdaBackwardInputs in{fwd, d_o, BoundaryConditions::repeat_edge(d_state_k_out),
                          BoundaryConditions::repeat_edge(d_state_v_out)};
-    stages = ida_backward_algorithm(in, chunk, baseline);
+    stages = ida_backward_algorithm(in, chunk, masking(get_target()));
     dq = stages.dq;
     dk = stages.dk;
     dv = stages.dv;

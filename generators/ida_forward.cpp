@@ -20,9 +20,9 @@ Func store_complex(const CxFunc &state, const Expr &index, const std::string &na
   return f;
 }
 
-IdaForwardStages ida_forward_algorithm(const IdaForwardInputs &in, int chunk, bool masked) {
+IdaForwardStages ida_forward_algorithm(const IdaForwardInputs &in, int chunk, Masking masking) {
   const Vars &x = vars();
-  IdaForwardStages s{ChunkGrid(in.seqlen, chunk, masked)};
+  IdaForwardStages s{ChunkGrid(in.seqlen, chunk, masking)};
   const ChunkGrid &g = s.grid;
 
   s.feat = ida_features(in.q, in.k, in.v, in.gk, in.bk, in.gv, in.bv, in.eps, in.dk, in.dv, g);

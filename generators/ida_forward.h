@@ -36,7 +36,7 @@ struct IdaForwardStages {
 CxFunc complex_state(const Halide::Func &stored, const std::string &name);
 Halide::Func store_complex(const CxFunc &state, const Halide::Expr &index, const std::string &name);
 
-// masked: see ChunkGrid::masked.
-IdaForwardStages ida_forward_algorithm(const IdaForwardInputs &in, int chunk, bool masked = false);
+// masking: see Masking (grid.h).
+IdaForwardStages ida_forward_algorithm(const IdaForwardInputs &in, int chunk, Masking masking = Masking::none);
 
 }  // namespace fsattn

@@ -59,7 +59,7 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator>, public ScanGe
                         BoundaryConditions::repeat_edge(state_v_in),
                         eps, q.dim(0).extent(), v.dim(0).extent(), a_im.dim(0).extent(),
                         q.dim(2).extent()};
-    stages = ida_forward_algorithm(in, chunk, baseline);
+    stages = ida_forward_algorithm(in, chunk, masking(get_target()));
     o = stages.o;
     state_k_out = stages.state_k_out;
     state_v_out = stages.state_v_out;

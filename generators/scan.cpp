@@ -86,22 +86,35 @@ ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Fu
   rd.qx(v.tau, v.i, v.c, v.h, v.b) = 0.0f;
   rd.qx(v.tau, v.i, v.c, v.h, v.b) += query(rd.r_qx, v.i, v.c, v.h, v.b) * in.x(rd.r_qx, v.tau, v.c, v.h, v.b);
 
-  rd.r_intra = g.contributing_tokens(v.i, prefix + "_r_intra");
-  const RVar &tau = rd.r_intra.x;
   rd.intra = CxFunc(prefix + "_intra", real);
   rd.intra.define({v.m, v.i, v.c, v.h, v.b}, zero_like(real));
   Cx term;
-  if (!in.decay_per_slot) {
-    // The decay is one number per head: fold it into the L×L matrix, then one matmul.
-    rd.decay_lag = decay_by_lag(in, g, prefix + "_decay_lag");
-    rd.qxd = Func(prefix + "_qxd");
-    rd.qxd(v.tau, v.i, v.c, v.h, v.b) = rd.qx(v.tau, v.i, v.c, v.h, v.b) * rd.decay_lag(v.tau, v.i, v.h);
-    term = Cx(rd.qxd(tau, v.i, v.c, v.h, v.b)) * write_at(in, v.m, tau, v.c);
+  if (g.lag_channel_reads && in.decay_per_slot && !in.write_per_token && !g.reverse) {
+    // Summed over the lag n = i - tau: λ_m^n is then a row of the decay table along the
+    // reduction, which a register tile copies as vectors, where read at each pair's lag every
+    // multiply-add loaded its own power. Over the whole chunk, the lags past i masked by a
+    // select on qx at a clamped index (so a NaN in a later token's qx never reaches token i).
+    // (Forward and with one write weight per slot only: the reverse scans' reads, whose write
+    // weight is per token, trapped on the H200 in this form.)
+    rd.r_intra = RDom(0, g.L, prefix + "_r_intra");
+    const RVar &n = rd.r_intra.x;
+    term = Cx(select(n <= v.i, rd.qx(max(v.i - n, 0), v.i, v.c, v.h, v.b), 0.0f)) * in.decay_pow(n, v.m, v.h);
   } else {
-    term = Cx(rd.qx(tau, v.i, v.c, v.h, v.b)) * in.decay_pow(g.lag(tau, v.i), v.m, v.h);
-    if (in.write_per_token) term = term * write_at(in, v.m, tau, v.c);
+    rd.r_intra = g.contributing_tokens(v.i, prefix + "_r_intra");
+    const RVar &tau = rd.r_intra.x;
+    if (!in.decay_per_slot) {
+      // The decay is one number per head: fold it into the L×L matrix, then one matmul.
+      rd.decay_lag = decay_by_lag(in, g, prefix + "_decay_lag");
+      rd.qxd = Func(prefix + "_qxd");
+      rd.qxd(v.tau, v.i, v.c, v.h, v.b) = rd.qx(v.tau, v.i, v.c, v.h, v.b) * rd.decay_lag(v.tau, v.i, v.h);
+      term = Cx(rd.qxd(tau, v.i, v.c, v.h, v.b)) * write_at(in, v.m, tau, v.c);
+    } else {
+      term = Cx(rd.qx(tau, v.i, v.c, v.h, v.b)) * in.decay_pow(g.lag(tau, v.i), v.m, v.h);
+      if (in.write_per_token) term = term * write_at(in, v.m, tau, v.c);
+    }
+    term = term.is_real() ? Cx(g.causal(term.re, tau, v.i))
+                          : Cx(g.causal(term.re, tau, v.i), g.causal(term.im, tau, v.i));
   }
-  term = term.is_real() ? Cx(g.causal(term.re, tau, v.i)) : Cx(g.causal(term.re, tau, v.i), g.causal(term.im, tau, v.i));
   rd.intra.update({v.m, v.i, v.c, v.h, v.b}, rd.intra(v.m, v.i, v.c, v.h, v.b) + term);
 
   Cx intra = rd.intra(v.m, v.i, v.c, v.h, v.b);
@@ -112,9 +125,10 @@ ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Fu
   return rd;
 }
 
-SlotRead read_by_slots(const ScanInputs &in, const ScanStages &s, const CxFunc &u, const ChunkGrid &g,
+SlotRead read_by_slots(const ScanInputs &in, const ScanStages &s, const CxFunc &u, const ChunkGrid &grid,
                        const std::string &prefix, bool u_per_token) {
   const Vars &v = vars();
+  const ChunkGrid g = grid.slot_reads();
   SlotRead rd;
 
   // Through the chunk's entering state: Re Σ_m u_i[m] λ_m^read_age X_s[m, r].

@@ -53,7 +53,7 @@ struct ChannelRead {
   CxFunc inter;     // (m, i, c, h, b): Σ_r state(c)[m, r] query_i[r]
   CxFunc intra;     // (m, i, c, h, b): what the chunk's own tokens up to i contribute
   CxFunc out;       // (m, i, c, h, b)
-  Halide::RDom r_inter, r_qx, r_intra;
+  Halide::RDom r_inter, r_qx, r_intra;  // r_intra: over the contributing tokens, or the lags
 };
 ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Halide::Func &query,
                              const ChunkGrid &g, const std::string &prefix);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "Halide.h"
+#include "grid.h"
 #include "schedules/knobs.h"
 
 #include <cstdlib>
@@ -22,10 +23,24 @@ class ScanGeneratorParams {
   Halide::GeneratorParam<int> gpu_tile{"gpu_tile", 1};        // CUDA register tiles (knobs.h)
   Halide::GeneratorParam<int> large_tile{"large_tile", 0};    // CUDA large register tiles (knobs.h)
   // The form Halide 14's autoschedulers can schedule, for the baselines: intra-chunk
-  // reductions masked (ChunkGrid::masked), and the channel, mode/slot and head counts fixed
+  // reductions masked (Masking::all), and the channel, mode/slot and head counts fixed
   // to the benchmark shape's (they unroll loops whose extents are not constants otherwise).
   // Such a kernel refuses other sizes with a Halide error.
   Halide::GeneratorParam<bool> baseline{"baseline", false};
+
+  // Which within-chunk sums are masked (Masking, grid.h). The CUDA schedules mask the reads by
+  // slots: bounded, each register tile tested the bound per token of its patch inside the
+  // loop over the whole chunk (half of it masked off, not skipped), and its operands could not
+  // be copied as vectors (schedules/cuda.cpp, vector_tile_reduction). Masked, on the H200 (B=8
+  // T=4096 H=16 D=M=S=64, chunk 32, Nsight Compute): BLA's o_intra 415 -> 239 us, IDA's
+  // 406 -> 223 us; BLA forward 3.39 -> 3.26 ms, forward+backward 13.0 -> 12.9, IDA forward
+  // 6.92 -> 6.77, forward+backward 32.2 both (fsattn-bench, one session). The reads by
+  // channels stay bounded: masked as well, IDA's p_intra took 576 -> 1240 us and BLA's z_intra
+  // 268 -> 276 us (IDA forward+backward 35.2 ms).
+  Masking masking(const Halide::Target &target) const {
+    if (baseline) return Masking::all;
+    return target.has_feature(Halide::Target::CUDA) ? Masking::gpu : Masking::none;
+  }
 
   CpuKnobs cpu_knobs(const Halide::Target &target) const {
     CpuKnobs k;
