@@ -31,12 +31,15 @@ class ScanGeneratorParams {
   // Which within-chunk sums are masked (Masking, grid.h). The CUDA schedules mask the reads by
   // slots: bounded, each register tile tested the bound per token of its patch inside the
   // loop over the whole chunk (half of it masked off, not skipped), and its operands could not
-  // be copied as vectors (schedules/cuda.cpp, vector_tile_reduction). Masked, on the H200 (B=8
-  // T=4096 H=16 D=M=S=64, chunk 32, Nsight Compute): BLA's o_intra 415 -> 239 us, IDA's
-  // 406 -> 223 us; BLA forward 3.39 -> 3.26 ms, forward+backward 13.0 -> 12.9, IDA forward
-  // 6.92 -> 6.77, forward+backward 32.2 both (fsattn-bench, one session). The reads by
-  // channels stay bounded: masked as well, IDA's p_intra took 576 -> 1240 us and BLA's z_intra
-  // 268 -> 276 us (IDA forward+backward 35.2 ms).
+  // be copied as vectors (schedules/cuda.cpp, vector_tile_reduction). Masked (Nsight Compute,
+  // B=8 T=4096 H=16 D=M=S=64, chunk 32, on an H100): BLA's o_intra 426 -> 250 us, IDA's
+  // 416 -> 239 us. They also sum IDA's forward reads by channels over the lag
+  // (read_by_channels): its p_intra 577 -> 409 us. The reads by channels over the token stay
+  // bounded: masked as well, IDA's p_intra took 576 -> 1240 us and BLA's z_intra 268 -> 276 us
+  // (H200). The whole change on the H100 (with the per-token sums in registers,
+  // gpu_chunk_rows; fsattn-bench, two rounds in one run, cuda_c32_r4_l8): IDA forward 7.40 ->
+  // 6.97 ms, forward+backward 35.0 -> 34.2; BLA forward 3.69 -> 3.46, forward+backward 14.2 ->
+  // 14.0.
   Masking masking(const Halide::Target &target) const {
     if (baseline) return Masking::all;
     return target.has_feature(Halide::Target::CUDA) ? Masking::gpu : Masking::none;

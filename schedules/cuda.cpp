@@ -347,13 +347,13 @@ std::map<std::string, std::vector<std::vector<Expr>>> update_calls(const Func &f
 // Measured per kernel with Nsight Compute on the H200 (B=8 T=4096 H=16, D=S=M=64, chunk 32,
 // 4 × 4 tiles), where it is applied: BLA's key read through the state 845 -> 660 µs, its
 // within-chunk product 427 -> 335, the carries 473 -> 296 each; the value read through the
-// state 424 -> 432 (its state's copy along the tile's channels). The causal sums (masked by
-// token) are stepped but not copied (their copies went to local memory, indexed at run time),
-// and were faster so: IDA's key read within the chunk 1.89 -> 1.52 ms, BLA's two 0.40 -> 0.34
-// ms (but IDA's value read 0.32 -> 0.37 ms). Complex sums and operands are left as they were
-// (but see complex_operands below): stepped, at 64 registers a thread, IDA's mixing took
-// 1.08 -> 1.59 ms and its read through the state 0.89 -> 1.29 ms (twice as many values in
-// registers); copied as well, 1.94 and 1.30 ms.
+// state 424 -> 432 (its state's copy along the tile's channels). The causal sums bounded by
+// the token (Masking, grid.h) are stepped but not copied (their copies went to local memory,
+// indexed at run time), and were faster so: IDA's key read within the chunk 1.89 -> 1.52
+// ms, BLA's two 0.40 -> 0.34 ms (but IDA's value read 0.32 -> 0.37 ms). Complex sums and
+// operands are left as they were (but see complex_operands below): stepped, at 64 registers
+// a thread, IDA's mixing took 1.08 -> 1.59 ms and its read through the state 0.89 -> 1.29 ms
+// (twice as many values in registers); copied as well, 1.94 and 1.30 ms.
 constexpr int kReductionStep = 4;
 // A tiled operand g is read through its stored copy (its global wrapper), else g itself.
 Func stored_copy_source(const Internal::Function &g) {
@@ -727,7 +727,7 @@ void schedule_backward_cuda(std::vector<Func> outputs, const std::vector<Func> &
 // token's sum in a register, the loop unrolled (in_registers), then stores it for the block;
 // accumulated in the block's shared copy, BLA's softmax took 280 us instead of 235, IDA's
 // features kt, vt and fq 260, 180 and 160 us instead of 241, 164 and 150 (H200, B=8 T=4096
-// H=16 D=S=M=64, Nsight Compute).
+// H=16 D=S=M=64, Nsight Compute; on an H100, 292 -> 257, 266 -> 249, 184 -> 171, 168 -> 160).
 void gpu_chunk_rows(Func f, const std::vector<Func> &sums, Func rows, const std::vector<Func> &readers,
                     const CudaKnobs &k, std::set<std::string> &done) {
   const Vars &x = vars();
@@ -781,13 +781,17 @@ const TileLists kBlaBackwardTiles = {{}, with(kBlaForwardTiles.large, {"q_chunke
 // with wider budgets (gpu_tiled_reduction): its read through the mode-major key state
 // (p_inter) and the scans' carries, whose operands are copied into registers. (As large
 // tiles, each IDA carry took 0.70-0.72 -> 1.35 ms and the forward's p_inter 0.66 -> 0.87;
-// H200, B=8 T=4096 H=16, Nsight Compute.)
+// H200, B=8 T=4096 H=16, Nsight Compute.) Its read within the chunk, summed over the lag
+// (read_by_channels), copies its rows of the decay table (complex) as vectors: p_intra 577 ->
+// 409 us, the lag and the copies together (H100, same shape, Nsight Compute).
 const TileLists kIdaForwardTiles = {{"p_inter", "*_carry"}, kIdaLargeTiles, {"p_intra"}};
 // IDA's backward reads through its chunk states stored channel-major (the forward's key
 // states, the value states, the adjoints): the reads by channels copy their complex
 // operands (vector_tile_reduction), and its p_inter, which spills at 64 registers (ptxas for
 // sm_90: 288 bytes), is not narrow (1.58 -> 1.40 ms at 128 registers, then 1.21 with the
-// copies; H200, B=8 T=4096 H=16 D=M=64, Nsight Compute).
+// copies; H200, B=8 T=4096 H=16 D=M=64, Nsight Compute). Its forward reads by channels within
+// the chunk, summed over the lag (read_by_channels: p_intra, gw_intra), copy their rows of
+// the decay table as vectors, as the forward's does.
 const TileLists kIdaBackwardTiles = {{"*_carry"}, kIdaLargeTiles, {"hk_inter", "hv_inter", "gw_inter", "p_inter", "p_intra", "gw_intra"}};
 
 }  // namespace
