@@ -537,6 +537,9 @@ void gpu_token_sum(Func f, const CudaKnobs &k) {
   }
 }
 
+// The unrolling of a real scan state's serial loop over the chunks (see gpu_root).
+constexpr int kChunkUnroll = 4;
+
 // Returns whether f became register tiles (of `kind`: see gpu_tiled_reduction).
 bool gpu_root(Func f, const CudaKnobs &k, bool is_output, const TileKind &kind) {
   if (!is_output && is_token_sum(f)) {
@@ -555,6 +558,14 @@ bool gpu_root(Func f, const CudaKnobs &k, bool is_output, const TileKind &kind) 
   if (!Internal::is_undef(f.values()[0])) gpu_stage(f, in_storage_order(f, pure_vars(f, -1)), threads, p + "_s0");
   for (int u = 0; u < f.num_update_definitions(); ++u) {
     gpu_stage(f.update(u), in_storage_order(f, pure_vars(f, u)), threads, p + "_s" + std::to_string(u + 1));
+  }
+  // A scan's serial state update (an undefined pure value, the entering state, then the
+  // chunks) over a real state: its chunk loop unrolled, so that each thread has several
+  // carries' loads in flight. BLA forward's two 225-227 -> 194-195 us; unrolled as well, the
+  // complex (IDA) ones took 397-429 -> 482-491 us and keep their loop (Nsight Compute, H100,
+  // B=8 T=4096 H=16 D=M=S=64, chunk 32).
+  if (Internal::is_undef(f.values()[0]) && f.num_update_definitions() == 2 && f.outputs() == 1) {
+    unroll_serial(f.update(1), f.rvars(1)[0], kChunkUnroll);
   }
   return false;
 }
@@ -783,16 +794,20 @@ const TileLists kBlaBackwardTiles = {{}, with(kBlaForwardTiles.large, {"q_chunke
 // tiles, each IDA carry took 0.70-0.72 -> 1.35 ms and the forward's p_inter 0.66 -> 0.87;
 // H200, B=8 T=4096 H=16, Nsight Compute.) Its read within the chunk, summed over the lag
 // (read_by_channels), copies its rows of the decay table (complex) as vectors: p_intra 577 ->
-// 409 us, the lag and the copies together (H100, same shape, Nsight Compute).
-const TileLists kIdaForwardTiles = {{"p_inter", "*_carry"}, kIdaLargeTiles, {"p_intra"}};
+// 409 us, the lag and the copies together (H100, same shape, Nsight Compute). Its mixing w
+// copies its complex operands too: 778 -> 625 us (H100; at 64 registers, before the wide
+// budgets, the copies had made it slower, 1.08 -> 1.94 ms on the H200).
+const TileLists kIdaForwardTiles = {{"p_inter", "*_carry"}, kIdaLargeTiles, {"p_intra", "w"}};
 // IDA's backward reads through its chunk states stored channel-major (the forward's key
 // states, the value states, the adjoints): the reads by channels copy their complex
 // operands (vector_tile_reduction), and its p_inter, which spills at 64 registers (ptxas for
 // sm_90: 288 bytes), is not narrow (1.58 -> 1.40 ms at 128 registers, then 1.21 with the
 // copies; H200, B=8 T=4096 H=16 D=M=64, Nsight Compute). Its forward reads by channels within
 // the chunk, summed over the lag (read_by_channels: p_intra, gw_intra), copy their rows of
-// the decay table as vectors, as the forward's does.
-const TileLists kIdaBackwardTiles = {{"*_carry"}, kIdaLargeTiles, {"hk_inter", "hv_inter", "gw_inter", "p_inter", "p_intra", "gw_intra"}};
+// the decay table as vectors, and its mixings w and w2 copy their complex operands, as the
+// forward's do.
+const TileLists kIdaBackwardTiles = {
+    {"*_carry"}, kIdaLargeTiles, {"hk_inter", "hv_inter", "gw_inter", "p_inter", "p_intra", "gw_intra", "w", "w2"}};
 
 }  // namespace
 
