@@ -46,30 +46,29 @@ struct ChunkGrid {
   Halide::Expr T;  // tokens in the call
   int L;           // chunk length (a schedule knob; results do not depend on it)
   Halide::Expr N;  // number of chunks, ceil(T / L)
-  // Whether this grid's reductions over the contributing tokens are masked (see Masking).
+  // Which reductions over the contributing tokens the call masks (see Masking).
   // Halide 14's autoschedulers emit invalid schedules (unrolled loops whose extent depends on
-  // i) for the bounded form, so their baselines are built masked. slot_reads() gives the
-  // grid that the reads by slots use.
-  bool masked = false;
-  bool mask_slot_reads = false;
-  // Whether the forward reads by channels with one write weight per slot sum over the lag
-  // n = i - tau, masked, instead of over the token tau (read_by_channels, scan.cpp).
-  bool lag_channel_reads = false;
+  // i) for the bounded form, so their baselines are built masked.
+  Masking masking = Masking::none;
+  bool masked = false;   // whether this grid's own reductions are: slot_reads() may set it
   bool reverse = false;  // see above; made by reversed()
 
-  ChunkGrid(Halide::Expr T_, int L_, Masking masking = Masking::none)
-      : T(std::move(T_)), L(L_), N((T + (L_ - 1)) / L_), masked(masking == Masking::all),
-        mask_slot_reads(masking != Masking::none), lag_channel_reads(masking == Masking::gpu) {}
+  ChunkGrid(Halide::Expr T_, int L_, Masking masking_ = Masking::none)
+      : T(std::move(T_)), L(L_), N((T + (L_ - 1)) / L_), masking(masking_), masked(masking_ == Masking::all) {}
   ChunkGrid reversed() const {
     ChunkGrid g = *this;
     g.reverse = !reverse;
     return g;
   }
+  // The grid that the reads by slots use (read_by_slots, scan.cpp).
   ChunkGrid slot_reads() const {
     ChunkGrid g = *this;
-    g.masked = mask_slot_reads;
+    g.masked = masking != Masking::none;
     return g;
   }
+  // Whether the forward reads by channels with one write weight per slot sum over the lag
+  // n = i - tau, masked, instead of over the token tau (read_by_channels, scan.cpp).
+  bool lag_channel_reads() const { return masking == Masking::gpu; }
   Halide::Expr token(const Halide::Expr &i, const Halide::Expr &c) const { return c * L + i; }
   // Tokens actually present in chunk c.
   Halide::Expr length(const Halide::Expr &c) const { return Halide::min(L, T - c * L); }

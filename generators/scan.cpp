@@ -89,7 +89,7 @@ ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Fu
   rd.intra = CxFunc(prefix + "_intra", real);
   rd.intra.define({v.m, v.i, v.c, v.h, v.b}, zero_like(real));
   Cx term;
-  if (g.lag_channel_reads && in.decay_per_slot && !in.write_per_token && !g.reverse) {
+  if (g.lag_channel_reads() && in.decay_per_slot && !in.write_per_token && !g.reverse) {
     // Summed over the lag n = i - tau: λ_m^n is then a row of the decay table along the
     // reduction, which a register tile copies as vectors, where read at each pair's lag every
     // multiply-add loaded its own power. Over the whole chunk, the lags past i masked by a

@@ -166,6 +166,12 @@ bool is_reduction(const Func &f) {
   return true;
 }
 
+// Whether f is a chunked scan's state (scan.cpp, chunked_scan): an undefined pure value, the
+// entering state, then the serial update over the chunks.
+bool is_scan_state(const Func &f) {
+  return f.num_update_definitions() == 2 && Internal::is_undef(f.values()[0]);
+}
+
 // The dimension that tiled_partial_sums gives its pieces.
 Var piece_of(const Func &f) { return Var(f.name() + "_piece"); }
 bool is_piece(const Var &v) {
@@ -559,12 +565,11 @@ bool gpu_root(Func f, const CudaKnobs &k, bool is_output, const TileKind &kind) 
   for (int u = 0; u < f.num_update_definitions(); ++u) {
     gpu_stage(f.update(u), in_storage_order(f, pure_vars(f, u)), threads, p + "_s" + std::to_string(u + 1));
   }
-  // A scan's serial state update (an undefined pure value, the entering state, then the
-  // chunks) over a real state: its chunk loop unrolled, so that each thread has several
-  // carries' loads in flight. BLA forward's two 225-227 -> 194-195 us; unrolled as well, the
+  // A real scan state's serial update over the chunks (is_scan_state): its chunk loop
+  // unrolled, so that each thread has several carries' loads in flight. BLA forward's two 225-227 -> 194-195 us; unrolled as well, the
   // complex (IDA) ones took 397-429 -> 482-491 us and keep their loop (Nsight Compute, H100,
   // B=8 T=4096 H=16 D=M=S=64, chunk 32).
-  if (Internal::is_undef(f.values()[0]) && f.num_update_definitions() == 2 && f.outputs() == 1) {
+  if (is_scan_state(f) && f.outputs() == 1) {
     unroll_serial(f.update(1), f.rvars(1)[0], kChunkUnroll);
   }
   return false;
