@@ -789,8 +789,8 @@ void mode_major(ScanStages &scan, bool carry_stored = true) {
 
 // A chunked scan's carries formed inside its serial update, where they are used, instead of
 // stored by a kernel of their own and read back: a block per patch of the state (its
-// contiguous dimension by TX threads, the other by TY, each thread a kScanTile × kScanTile
-// tile) and head and batch element runs the chunks in order; at each chunk it copies the
+// dimensions by kScanThreads threads each, each thread a kScanTile × kScanTile tile: a 32 × 32
+// patch) and head and batch element runs the chunks in order; at each chunk it copies the
 // chunk's written vectors and carry weights into shared memory, each thread sums its tile of
 // the carry in registers from the copies, then writes its tile of the next state. The tile's
 // rows are read and written as float4 vectors (the state's contiguous dimension padded to the
@@ -801,7 +801,12 @@ void mode_major(ScanStages &scan, bool carry_stored = true) {
 // 31.8; element by element, 7.5 and 35.0. BLA's forward went 3.40 -> 3.74 ms with it (its
 // carries' tiles read dz and π as vectors already), its backward 10.56 -> 10.36 (forward +
 // backward less forward): BLA's forward keeps its stored carries.
-constexpr int kScanTile = 4;
+//
+// The patch: 8 × 8 threads. With 16 × 8 (a 64 × 32 patch, half as many blocks, each longer
+// in its serial loop over the chunks), same H100 and shape, alternately in one run: IDA
+// forward 6.38 against 6.04 ms, forward+backward 31.7 against 31.4; with 16 × 4 (64 × 16),
+// 6.59 and 32.0.
+constexpr int kScanTile = 4, kScanThreads = 8;
 bool fuses_scans(const CudaKnobs &k) { return k.tile >= kScanTile; }
 void gpu_fused_scan(ScanStages &scan, const CudaKnobs &k, std::set<std::string> &done) {
   const Vars &v = vars();
@@ -811,7 +816,7 @@ void gpu_fused_scan(ScanStages &scan, const CudaKnobs &k, std::set<std::string> 
   gpu_stage(state.update(0), in_storage_order(state, pure_vars(state, 0)), k.threads, state.name() + "_s1");
   const bool m_major = contiguous_dim(state) == 1;
   const Var x = m_major ? v.m : v.r, y = m_major ? v.r : v.m;
-  const int R = kScanTile, TX = 16, TY = std::max(1, k.threads / TX);
+  const int R = kScanTile, TX = kScanThreads, TY = kScanThreads;
   Var xo(p + "_xo"), xi(p + "_xi"), yo(p + "_yo"), yi(p + "_yi"), tx(p + "_tx"), ty(p + "_ty"), rx(p + "_rx"),
       ry(p + "_ry"), patch(p + "_patch"), batch(p + "_b_" + kWideKernel);  // (the kernel's name: its budget)
   const RVar chunk = loop_rvars(state, 1)[0];
