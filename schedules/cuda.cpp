@@ -806,7 +806,20 @@ void mode_major(ScanStages &scan, bool carry_stored = true) {
 // in its serial loop over the chunks), same H100 and shape, alternately in one run: IDA
 // forward 6.38 against 6.04 ms, forward+backward 31.7 against 31.4; with 16 × 4 (64 × 16),
 // 6.59 and 32.0.
-constexpr int kScanTile = 4, kScanThreads = 8;
+//
+// The carry's loop over the chunk's tokens unrolled 4 times, so that each thread issues the
+// next tokens' shared loads while the multiply-adds of the last run: with 64 threads a block
+// and one block per patch (512 blocks for IDA's 64 × 64 states at B=8 H=16), an SM holds
+// about 8 warps, too few to hide a load's latency behind another warp's arithmetic (Nsight
+// Compute on an H100, IDA's key scan: 1.9 warps a scheduler, an instruction issued every 3.3
+// cycles). On an H200 (B=8 T=4096 H=16 D=M=64, chunk 32, alternately in one run, two rounds):
+// the key scan 845 -> 737 µs, IDA forward 5.84 -> 5.73 ms, forward+backward 29.4 -> 29.2, BLA
+// forward+backward 12.8 -> 12.6. Measured and not kept, same run: the same with the kernels'
+// budget at 255 registers (5.72, 29.2, 12.6: level); unrolled twice at 255 (5.79, 29.2,
+// 12.6). And on an H100 before: 2 × 2 tiles, 16 × 16 threads over 32 × 32 or 8 × 8 over 16 ×
+// 16 (four times the warps, each thread a quarter of the multiply-adds per shared load): the
+// key scan 862 -> 1300 µs, IDA forward 6.05 -> 7.04 and 6.93 ms.
+constexpr int kScanTile = 4, kScanThreads = 8, kScanTokenUnroll = 4;
 bool fuses_scans(const CudaKnobs &k) { return k.tile >= kScanTile; }
 void gpu_fused_scan(ScanStages &scan, const CudaKnobs &k, std::set<std::string> &done) {
   const Vars &v = vars();
@@ -842,7 +855,7 @@ void gpu_fused_scan(ScanStages &scan, const CudaKnobs &k, std::set<std::string> 
   std::vector<VarOrRVar> order{v.r, v.m};
   for (const RVar &r : loop_rvars(carry, 0)) order.push_back(r);
   for (size_t j = 2; j < carry.args().size(); ++j) order.push_back(carry.args()[j]);
-  carry.update(0).reorder(order).unroll(v.r).unroll(v.m);
+  carry.update(0).reorder(order).unroll(v.r).unroll(v.m).unroll(loop_rvars(carry, 0)[0], kScanTokenUnroll);
   // Its operands (the written vectors x(r, i, ...), the weights coef(i, m, ...)) copied per
   // chunk into shared memory, the tile's dimension contiguous.
   for (const auto &[name, fn] : Internal::find_direct_calls(carry.function())) {
