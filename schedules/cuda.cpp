@@ -813,12 +813,13 @@ void mode_major(ScanStages &scan, bool carry_stored = true) {
 // about 8 warps, too few to hide a load's latency behind another warp's arithmetic (Nsight
 // Compute on an H100, IDA's key scan: 1.9 warps a scheduler, an instruction issued every 3.3
 // cycles). On an H200 (B=8 T=4096 H=16 D=M=64, chunk 32, alternately in one run, two rounds):
-// the key scan 845 -> 737 µs, IDA forward 5.84 -> 5.73 ms, forward+backward 29.4 -> 29.2, BLA
-// forward+backward 12.8 -> 12.6. Measured and not kept, same run: the same with the kernels'
-// budget at 255 registers (5.72, 29.2, 12.6: level); unrolled twice at 255 (5.79, 29.2,
-// 12.6). And on an H100 before: 2 × 2 tiles, 16 × 16 threads over 32 × 32 or 8 × 8 over 16 ×
-// 16 (four times the warps, each thread a quarter of the multiply-adds per shared load): the
-// key scan 862 -> 1300 µs, IDA forward 6.05 -> 7.04 and 6.93 ms.
+// IDA forward 5.84 -> 5.73 ms, forward+backward 29.4 -> 29.2, BLA forward+backward 12.8 ->
+// 12.6; not kept from that run: the same at 255 registers (5.72, 29.2, 12.6: level), and
+// unrolled twice at 255 (5.79, 29.2, 12.6). On an H100, the IDA forward's key scan 863 -> 813
+// µs and its value scan 730 -> 670. Also on an H100, before: 2 × 2 tiles, 16 × 16 threads
+// over 32 × 32 or 8 × 8 over 16 × 16 (four times the warps, each thread a quarter of the
+// multiply-adds per shared load): the key scan 862 -> 1300 µs, IDA forward 6.05 -> 7.04 and
+// 6.93 ms.
 constexpr int kScanTile = 4, kScanThreads = 8, kScanTokenUnroll = 4;
 bool fuses_scans(const CudaKnobs &k) { return k.tile >= kScanTile; }
 void gpu_fused_scan(ScanStages &scan, const CudaKnobs &k, std::set<std::string> &done) {
