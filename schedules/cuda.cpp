@@ -853,10 +853,11 @@ void gpu_fused_scan(ScanStages &scan, const CudaKnobs &k, std::set<std::string> 
     carry.bound_extent(a, a.same_as(v.r) || a.same_as(v.m) ? R : 1);
   }
   carry.unroll(v.r).unroll(v.m);
+  const std::vector<RVar> tokens = loop_rvars(carry, 0);
   std::vector<VarOrRVar> order{v.r, v.m};
-  for (const RVar &r : loop_rvars(carry, 0)) order.push_back(r);
+  order.insert(order.end(), tokens.begin(), tokens.end());
   for (size_t j = 2; j < carry.args().size(); ++j) order.push_back(carry.args()[j]);
-  carry.update(0).reorder(order).unroll(v.r).unroll(v.m).unroll(loop_rvars(carry, 0)[0], kScanTokenUnroll);
+  carry.update(0).reorder(order).unroll(v.r).unroll(v.m).unroll(tokens[0], kScanTokenUnroll);
   // Its operands (the written vectors x(r, i, ...), the weights coef(i, m, ...)) copied per
   // chunk into shared memory, the tile's dimension contiguous.
   for (const auto &[name, fn] : Internal::find_direct_calls(carry.function())) {
