@@ -507,7 +507,8 @@ Func in_registers(Func g, const Func &f, const Var &thread, bool unroll = true, 
 // rounds, with the fused scans' whole-patch copies on both sides): IDA forward+backward 30.8
 // / 30.9 -> 30.3 / 30.3 ms, BLA forward 3.40 / 3.42 -> 3.34 / 3.35, forward+backward 13.5 ->
 // 13.3; IDA forward level (5.84 / 5.85 -> 5.84 / 5.89). Nsight Compute, forwards: BLA's
-// softmax 257 -> 188 µs, IDA's features kt 250 -> 238 but vt 171 -> 192 and fq 160 -> 195.
+// softmax 257 -> 188 µs, IDA's features kt 250 -> 238 but vt 171 -> 192 and fq 160 -> 195
+// (ptxas for sm_90 at 64 registers: fq's kernel 36 -> 64 registers a thread, vt's 60 -> 64).
 // Returns the copy.
 Func stage_chunk_rows(Func rows, const std::vector<Func> &readers, const Func &f, const Var &at, const CudaKnobs &k) {
   Func staged = rows.in(readers);
