@@ -887,7 +887,7 @@ void gpu_fused_scan(ScanStages &scan, const CudaKnobs &k, std::set<std::string> 
     const std::vector<Var> a = copy.args();
     copy.compute_at(state, chunk).store_in(MemoryType::GPUShared);
     if (a[0].same_as(v.i) && a.size() > 1) copy.reorder_storage(a[1], a[0]);
-    auto extent = [&](const Var &d) { return d.same_as(v.i) ? k.chunk : TX * R; };
+    auto extent = [&](const Var &d) { return d.same_as(v.i) ? k.chunk : d.same_as(x) ? TX * R : TY * R; };
     Var ao(copy.name() + "_ao"), ai(copy.name() + "_ai"), bo(copy.name() + "_bo"), bi(copy.name() + "_bi");
     copy.bound_extent(a[0], extent(a[0]))
         .bound_extent(a[1], extent(a[1]))
