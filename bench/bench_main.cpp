@@ -1,5 +1,5 @@
-// fsattn-bench: every compiled variant of every kernel, CPU and CUDA, on the shapes of the
-// issues. Reports time, tokens/s and GFLOP/s (flops.h gives the count); CUDA kernels also
+// fsattn-bench: every compiled variant of every kernel, CPU and CUDA, on the shapes of
+// docs/performance.md. Reports time, tokens/s and GFLOP/s (flops.h gives the count); CUDA kernels also
 // GB/s and the fractions of the H200's measured ceilings. CUDA benchmarks are registered
 // only where a GPU is present. The calls themselves are op_calls.h's, as fsattn-tune's.
 #include "flops.h"
@@ -72,16 +72,16 @@ void cpu_op(benchmark::State &state, fsattn_op op, std::string variant, OpShape 
   set_rates(state, s, flops(op, s, chunk_of(variant)), min_bytes(op, s));
 }
 
-// The shape of the IDA and BLA issues: B=2, T=2048, H=4, Dk=Dv=64, 64 modes or slots.
+// The CPU benchmark shape: B=2, T=2048, H=4, Dk=Dv=64, 64 modes or slots.
 const OpShape kCpuShape{2, 2048, 4, 64, 64, 64};
-// The decode issue's steps: H=32, Dk=Dv=64, M=S=64, B sequences.
+// The decode steps' shape: H=32, Dk=Dv=64, M=S=64, B sequences.
 OpShape step_shape(int64_t B) { return {B, 1, 32, 64, 64, 64}; }
 
 #ifdef FSATTN_BENCH_CUDA
 // ---- CUDA ----------------------------------------------------------------------------------
 // Each benchmark warms up (module load and PTX compilation, workspace allocation), then times
 // kGpuRuns calls one by one with CUDA events on the default stream and reports their median
-// as the iteration time. Ceilings measured on the H200 (issue 5): 4.27 TB/s device-to-device
+// as the iteration time. Ceilings measured on the H200: 4.27 TB/s device-to-device
 // copy, about 60 TFLOP/s fp32.
 constexpr int kGpuRuns = 25;
 constexpr double kGpuBytesPerSecond = 4.27e12, kGpuFlopsPerSecond = 60e12;
@@ -136,7 +136,7 @@ void cuda_ops(benchmark::State &state, std::vector<fsattn_op> ops, std::string v
   state.counters["of_copy_bw"] = C(bytes / kGpuBytesPerSecond, C::kIsIterationInvariantRate);
 }
 
-// The CUDA issue's shape: B=8, T=4096, H=16, Dk=Dv=64, 64 modes or slots (BLA: M=31, W=256).
+// The CUDA benchmark shape: B=8, T=4096, H=16, Dk=Dv=64, 64 modes or slots (BLA: M=31, W=256).
 const OpShape kGpuShape{8, 4096, 16, 64, 64, 64};
 
 benchmark::internal::Benchmark *register_cuda(const std::string &name, std::vector<fsattn_op> ops,
@@ -183,7 +183,7 @@ void register_cuda_seqlen() {
 void register_all_cuda() {
   if (test::gpu() == nullptr) return;
   // Every CUDA variant, the Li2018 builds included, at the shape the baselines are built for
-  // (the CPU benchmark's); the hand schedules at the CUDA issue's shape, which they refuse.
+  // (the CPU benchmark's); the hand schedules at the CUDA benchmark shape, which they refuse.
   register_cuda_at("/B=2,T=2048,H=4", kCpuShape, true);
   register_cuda_at("", kGpuShape, false);
   register_cuda_seqlen();

@@ -6,7 +6,7 @@
 
 namespace fsattn::bench {
 
-// IDA forward, per token with chunk length L (SPEC.md §1, §3):
+// IDA forward, per token with chunk length L (docs/spec.md §1, §3):
 //   key carry + key read through the chunk state      8 M Dk   (two complex×real MACs)
 //   fq·k within the chunk                             2 L Dk
 //   key read within the chunk (causal half)           4 M (L+1)/2 · 2 = 4 M (L+1)
@@ -35,7 +35,7 @@ inline double ida_backward_flops_per_token(double M, double Dk, double Dv, doubl
          2 * L * (Dk + Dv) + 8 * M * (L + 1) + 8 * M * M;
 }
 
-// BLA forward, per token with S slots and chunk length L (SPEC.md §2, §3):
+// BLA forward, per token with S slots and chunk length L (docs/spec.md §2, §3):
 //   key carry + key read through the chunk state      4 S Dk
 //   q·k within the chunk                              2 L Dk
 //   key read within the chunk (causal half)           S (L+1)

@@ -3,13 +3,18 @@
 # elsewhere and staged by bench/stage_gpu.sh in .device/ (nothing is built here): the GPU
 # test suite, the suite again under compute-sanitizer (memcheck, racecheck) on small shapes,
 # the CUDA benchmarks (JSON), the PyTorch peers, and a short table last.
-#   bash bench/gpu_session.sh [tests|sanitize|huge|tune|bench|profile|peers ...]
+#   bash bench/gpu_session.sh [tests|sanitize|huge|tune|bench|compare|firstcall|profile|peers ...]
 # (default: tests sanitize bench peers; huge: the >2^31-element CPU test, which needs
 # ~31 GB of memory; bench times what BENCH_FILTER matches, by default 'cuda|step'; tune:
 # fsattn-tune over every variant at its default shapes, CPU and GPU (or as TUNE_ARGS says,
 # e.g. '--device cuda --op ida_step'), writing tuning.json;
+# compare: the default variants at the benchmark shape and the steps at B=64, over the
+# library in .device/lib and over each other build's staged in .device/lib-NAME/ (bash
+# bench/stage_gpu.sh BUILD NAME), alternated twice; firstcall: fsattn-first-call with the
+# driver's PTX cache disabled, then cold, then warm;
 # profile: per-kernel times of one call of each default forward at the benchmark shape, from Nsight
-# Compute; peers also times SDPA flash attention against sequence length for bench/plot.py).
+# Compute; peers also times SDPA flash attention against sequence length for bench/plot.py,
+# and FLA's chunk_gsa where a copy of FLA's fla/ package is in .peers/, an ignored directory).
 # Logs and results go to $OUT (or ./gpu-results).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-results}
@@ -42,6 +47,25 @@ for step in "${steps[@]}"; do
     bench)
       timeout 400 .device/fsattn-bench --benchmark_filter="${BENCH_FILTER:-cuda|step}" --benchmark_out="$OUT/bench.json" \
         --benchmark_out_format=json 2>&1 | tee -a "$log" | grep -E "cuda|step|Run" ;;
+    compare)
+      filter='^(ida|bla)_forward(\+backward)?/cuda/cuda_c32_r4_l8$|_step/cuda[a-z0-9_]*/B=64$'
+      for r in 1 2; do
+        for lib in .device/lib .device/lib-*; do
+          [ -d "$lib" ] || continue
+          LD_LIBRARY_PATH=$PWD/$lib:$PWD/.device/lib timeout 200 .device/fsattn-bench --benchmark_filter="$filter" \
+            2>&1 | grep -E '^(ida|bla)' | sed "s|^|$(basename "$lib") |" | tee -a "$log"
+        done
+      done ;;
+    firstcall)
+      cache=$(mktemp -d)
+      for mode in disabled cold warm; do
+        echo "fsattn-first-call, PTX cache $mode:" | tee -a "$log"
+        if [ $mode = disabled ]; then
+          CUDA_CACHE_DISABLE=1 timeout 120 .device/fsattn-first-call 2>&1 | tee -a "$log"
+        else
+          CUDA_CACHE_PATH=$cache timeout 120 .device/fsattn-first-call 2>&1 | tee -a "$log"
+        fi
+      done ;;
     profile)
       for op in ida_forward bla_forward; do
         timeout 240 ncu --clock-control none --launch-skip 150 --launch-count 60 --print-summary per-kernel \
@@ -49,7 +73,8 @@ for step in "${steps[@]}"; do
         echo "ncu $op: exit $?" | tee -a "$log"
       done ;;
     peers)
-      timeout 300 python3 bench/peer_gpu.py --json "$OUT/peers.json" 2>&1 | tee -a "$log" | tail -15
+      fla=(); [ -d .peers/fla ] && fla=(--methods ida_torch bla_torch sdpa_flash fla_gsa fla_gsa_bf16 --fla .peers)
+      timeout 300 python3 bench/peer_gpu.py "${fla[@]}" --json "$OUT/peers.json" 2>&1 | tee -a "$log" | tail -15
       timeout 200 python3 bench/peer_gpu.py --methods sdpa_flash --seqlens 1024 2048 4096 8192 16384 32768 65536 \
         --json "$OUT/seqlen.json" 2>&1 | tee -a "$log" | tail -9 ;;
   esac

@@ -1,13 +1,13 @@
 // One call of one op, its inputs made and its outputs allocated on the CPU or the GPU, ready
 // to run again and again: what fsattn-bench and fsattn-tune time. Every op is described by
 // the same shape (batch, seqlen, heads, dk, dv, and the features: IDA modes, BLA slots; BLA
-// takes M = (S - 1) / 2 Fourier modes and W = 256, as in the issues' benchmarks).
+// takes M = (S - 1) / 2 Fourier modes and W = 256, as in docs/performance.md).
 #pragma once
 
-#include "test_util.h"
+#include "cases.h"
 
 #ifdef FSATTN_BENCH_CUDA
-#include "gpu/device_calls.h"
+#include "device.h"
 #endif
 
 #include <algorithm>
@@ -65,7 +65,7 @@ inline std::unique_ptr<PreparedCall> prepare(fsattn_op op, fsattn_device device,
                                              OpShape s, void *stream = nullptr) {
   auto call = std::make_unique<PreparedCall>(device);
   Memory &m = call->memory;
-  const fsattn_exec exec{device, stream, variant};
+  const fsattn_exec exec{sizeof(fsattn_exec), device, stream, variant};
   const bool step = op == FSATTN_OP_IDA_STEP || op == FSATTN_OP_BLA_STEP;
   if (step) s.seqlen = 1;
   const size_t tokens = size_t(s.batch * s.seqlen * s.heads);
@@ -73,7 +73,7 @@ inline std::unique_ptr<PreparedCall> prepare(fsattn_op op, fsattn_device device,
     const test::IdaCase c = test::make_ida_case(ida_shape(s), 42, step);
     const test::IdaUpstream u = test::make_ida_upstream(c, 43, false);
     const fsattn_dims dims = c.dims();
-    const fsattn_ida_params p{c.s.M, c.eps, m.up(c.gk), m.up(c.bk), m.up(c.gv), m.up(c.bv), m.up(c.log_dt),
+    const fsattn_ida_params p{sizeof(fsattn_ida_params), c.s.M, c.eps, m.up(c.gk), m.up(c.bk), m.up(c.gv), m.up(c.bv), m.up(c.log_dt),
                               m.up(c.A_re_log), m.up(c.A_im), m.up(c.B), m.up(c.C)};
     const float *q = m.up(c.q), *k = m.up(c.k), *v = m.up(c.v);
     const size_t nk = size_t(s.batch * s.heads * s.features * s.dk * 2), nv = size_t(s.batch * s.heads * s.features * s.dv * 2);
@@ -86,7 +86,7 @@ inline std::unique_ptr<PreparedCall> prepare(fsattn_op op, fsattn_device device,
       const float *d_o = m.up(u.d_o);
       float *dq = m.out(tokens * s.dk), *dk = m.out(tokens * s.dk), *dv = m.out(tokens * s.dv);
       const int64_t H = s.heads, M = s.features;
-      const fsattn_ida_grads g{m.out(H * s.dk), m.out(H * s.dk), m.out(H * s.dv), m.out(H * s.dv), m.out(H),
+      const fsattn_ida_grads g{sizeof(fsattn_ida_grads), m.out(H * s.dk), m.out(H * s.dk), m.out(H * s.dv), m.out(H * s.dv), m.out(H),
                                m.out(H * M), m.out(H * M), m.out(H * M * 2), m.out(H * M * M * 2)};
       call->run = [=] {
         return fsattn_ida_backward(&exec, &dims, &p, q, k, v, nullptr, nullptr, d_o, nullptr, nullptr, dq, dk, dv, &g,

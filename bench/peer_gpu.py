@@ -2,11 +2,16 @@
 """Peer comparison for the fsattn GPU benchmark: plain-PyTorch chunked IDA and BLA vs. SDPA.
 
 What it times, at the same (B, T, H, D):
-  ida_torch   IDA (SPEC.md section 1, the cheap p/w readout), chunked as in SPEC section 3,
+  ida_torch   IDA (docs/spec.md §1, the cheap p/w readout), chunked as in docs/spec.md §3,
               float32 with complex64 scans.
-  bla_torch   BLA (SPEC.md section 2), chunked as in SPEC section 3, float32.
+  bla_torch   BLA (docs/spec.md §2), chunked as in docs/spec.md §3, float32.
   sdpa_flash  torch.nn.functional.scaled_dot_product_attention, causal, bfloat16, restricted to
               the FlashAttention backend: the softmax-attention baseline.
+  fla_gsa, fla_gsa_bf16
+              flash-linear-attention's chunk_gsa (gated slot attention: keys and values
+              written into S slots with per-slot decay, read by a softmax over the slots, the
+              computation BLA's is shaped like) in float32 and bfloat16, S = --bla-slots; from
+              a copy of FLA's source named by --fla (its fla/ directory's parent).
 
 Only the forward pass is written out; autograd provides the backward. Each method is timed for
 the forward alone (under no_grad) and for forward + backward of loss = (o * do).sum() with a
@@ -93,7 +98,7 @@ def causal_offsets(L, device):
 def bla_phi(T, S, M, W, device, pos0=0):
     """Write weights phi_t[j] = D_M(a_j - t) / W, [T, S] float32.
 
-    Computed in float64 from t mod W (SPEC section 2) and rounded once. phi depends only on the
+    Computed in float64 from t mod W (docs/spec.md §2) and rounded once. phi depends only on the
     positions, so it is built once outside the timed region, as a host model would cache it.
     """
     t = torch.arange(T, dtype=torch.float64, device=device) + pos0
@@ -112,7 +117,7 @@ def bla_chunked(q, k, v, log_gamma, phi, scale, L=64):
     N = qc.shape[2]
     ph = F.pad(phi, (0, 0, 0, N * L - T)).reshape(N, L, -1)  # [N, L, S]
 
-    # Powers of gamma as exp(n * log gamma), never by repeated products (SPEC section 3).
+    # Powers of gamma as exp(n * log gamma), never by repeated products (docs/spec.md §3).
     lg = log_gamma.view(H, 1, 1)
     off, mask = causal_offsets(L, q.device)
     pos = torch.arange(L, device=q.device, dtype=q.dtype)
@@ -186,7 +191,7 @@ def ida_log_lambda(p, dtype):
 def ida_chunked(q, k, v, p, L=64, eps=1e-6):
     """IDA forward (p/w form), chunked with chunk length L.
 
-    q, k [B,T,H,Dk], v [B,T,H,Dv] float32; p holds the SPEC section 1 parameters, B [H,M] and
+    q, k [B,T,H,Dk], v [B,T,H,Dv] float32; p holds the docs/spec.md §1 parameters, B [H,M] and
     C [H,M,M] as complex64. Returns o [B,T,H,Dv] float32.
     """
     B, T, H, _ = q.shape
@@ -217,7 +222,7 @@ def ida_chunked(q, k, v, p, L=64, eps=1e-6):
     p_modes = Bm.unsqueeze(1) * torch.einsum("bhnit,hitm->bhnim", score, decay_intra)
     p_modes = p_modes + decay_in.unsqueeze(1) * torch.einsum("bhnmr,bhnir->bhnim", Xk, fq.to(cf))
 
-    # Mode mixing w = G p with G = C^T C (plain transpose, SPEC decision).
+    # Mode mixing w = G p with G = C^T C (plain transpose, docs/spec.md §1).
     C = p["C"]
     G = C.transpose(-1, -2) @ C                                                # [H, M, M]
     w = torch.einsum("hmj,bhnij->bhnim", G, p_modes)                           # [B, H, N, L, M]
@@ -251,7 +256,7 @@ def ida_naive(q, k, v, p, eps=1e-6):
 
 
 def ida_reference_params(H, M, gen):
-    """S4D-Inv reference initialisation of SPEC section 1 (gk = gv = 1, bk = bv = 0, B = 1)."""
+    """S4D-Inv reference initialisation of docs/spec.md §1 (gk = gv = 1, bk = bv = 0, B = 1)."""
     n = torch.arange(M, dtype=torch.float64)
     a_im = (M / math.pi) * (M / (2 * n + 1) - 1)
     lo, hi = math.log(1e-3), math.log(1e-1)
@@ -418,7 +423,22 @@ def make_methods(args, B, T, device):
                 return F.scaled_dot_product_attention(qh, kh, vh, is_causal=True).transpose(1, 2)
         return fn, leaves
 
-    for name, build in (("ida_torch", ida), ("bla_torch", bla), ("sdpa_flash", sdpa)):
+    def fla_gsa(dtype):
+        def build():
+            if args.fla:
+                sys.path.insert(0, args.fla)
+            from fla.ops.gsa import chunk_gsa
+            S = args.bla_slots
+            leaves = [t.to(dtype).requires_grad_(True) for t in (q, k, v)]
+            slots = torch.randn(B, T, H, S, generator=gen).to(device=device, dtype=dtype).requires_grad_(True)
+            # Log decays of about 0.9 per token and slot, as FLA's own tests draw them.
+            g = F.logsigmoid(torch.randn(B, T, H, S, generator=gen) + 2.2).to(device=device, dtype=dtype)
+            g.requires_grad_(True)
+            return (lambda: chunk_gsa(*leaves, slots, g)[0]), leaves + [slots, g]
+        return build
+
+    for name, build in (("ida_torch", ida), ("bla_torch", bla), ("sdpa_flash", sdpa),
+                        ("fla_gsa", fla_gsa(torch.float32)), ("fla_gsa_bf16", fla_gsa(torch.bfloat16))):
         if name in args.methods:
             methods[name] = build
     return methods
@@ -482,7 +502,8 @@ def parse_args():
     ap.add_argument("--bla-period", type=float, default=256.0, help="BLA W")
     ap.add_argument("--chunk", type=int, default=64, help="chunk length L")
     ap.add_argument("--methods", nargs="+", default=["ida_torch", "bla_torch", "sdpa_flash"],
-                    choices=["ida_torch", "bla_torch", "sdpa_flash"])
+                    choices=["ida_torch", "bla_torch", "sdpa_flash", "fla_gsa", "fla_gsa_bf16"])
+    ap.add_argument("--fla", metavar="DIR", help="directory holding FLA's fla/ package (fla_gsa methods)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--json", metavar="PATH", help="write the results here")
@@ -492,7 +513,7 @@ def parse_args():
 
 def main():
     args = parse_args()
-    # Keep float32 matmuls in float32: TF32 would not meet the SPEC tolerances and would not be
+    # Keep float32 matmuls in float32: TF32 would not meet the tolerances of docs/spec.md §4 and would not be
     # the same arithmetic as the kernels being compared.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

@@ -159,12 +159,12 @@ def steps(rows, out):
         style = "-" if device.startswith("GPU") else "--"
         axes[0].plot(B, [pts[b][0] * 1e3 for b in B], style, marker="o", label=f"{op} step, {device}")
         axes[1].plot(B, [pts[b][1] for b in B], style, marker="o", label=f"{op} step, {device}")
-    # The decode issue's aim: 70% of the H200's 4.27 TB/s copy bandwidth at B=64, i.e. 90 µs
-    # for IDA's 256 MiB of state and 45 µs for BLA's 128 MiB.
+    # 70% of the H200's 4.27 TB/s copy bandwidth at B=64: 90 µs for IDA's 256 MiB of state
+    # and 45 µs for BLA's 128 MiB.
     axes[0].plot([64, 64], [45, 90], ls="none", marker="_", ms=14, color="gray")
-    axes[0].text(70, 60, "aims at B=64:\nIDA 90 µs, BLA 45 µs", fontsize=7, color="gray")
+    axes[0].text(70, 60, "70% of copy bandwidth at B=64:\nIDA 90 µs, BLA 45 µs", fontsize=7, color="gray")
     axes[1].axhline(0.7 * 4270, color="gray", lw=0.8, ls=":")
-    axes[1].text(1, 0.7 * 4270 * 0.95, "70% of the H200's copy bandwidth (the aim)", fontsize=7, color="gray")
+    axes[1].text(1, 0.7 * 4270 * 0.95, "70% of the H200's copy bandwidth", fontsize=7, color="gray")
     axes[0].set_ylabel("µs per step (log)")
     axes[1].set_ylabel("state GB/s (read + write)")
     # (Legends where the curves are not: upper left for time, centre left for bandwidth, below

@@ -5,7 +5,7 @@
 // steps' pattern, whose second read comes from L2). Prints the best of 20 runs after warm-up,
 // timed with CUDA events, as µs and TB/s of read + write. Not part of the library's build:
 //   nvcc -O3 -arch=sm_90 -o state_update_ceiling bench/state_update_ceiling.cu
-// H200, in the README's Decode steps.
+// H200, in docs/performance.md.
 #include <cuda_runtime.h>
 
 #include <cstdio>

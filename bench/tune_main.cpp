@@ -37,8 +37,8 @@ const fsattn_op kTunedOps[] = {FSATTN_OP_IDA_FORWARD, FSATTN_OP_IDA_BACKWARD, FS
 const char *device_key(fsattn_device d) { return d == FSATTN_DEVICE_CUDA ? "cuda" : "cpu"; }
 bool is_step(fsattn_op op) { return op == FSATTN_OP_IDA_STEP || op == FSATTN_OP_BLA_STEP; }
 
-// The default shapes (D = 64, 64 modes or slots): scans from a short prompt to the CUDA
-// issue's training shape (B=8, T=4096, H=16; the CPU stops at a quarter of it); steps at 1,
+// The default shapes (D = 64, 64 modes or slots): scans from a short prompt to the training
+// shape of docs/performance.md (B=8, T=4096, H=16; the CPU stops at a quarter of it); steps at 1,
 // 16, 64 and 256 sequences of 32 heads (the one-kernel IDA step is the faster up to about
 // 16 sequences, the per-state kernels from 64 on, H200).
 std::vector<OpShape> default_shapes(fsattn_device device, fsattn_op op) {

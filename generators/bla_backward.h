@@ -1,4 +1,4 @@
-// The BLA backward pass (SPEC.md §2 "Backward"), a hand-written adjoint of bla_forward:
+// The BLA backward pass (docs/spec.md §2 "Backward"), a hand-written adjoint of bla_forward:
 //   recompute the forward (key and value scans, z, π) -> dπ_t = Vs_t d_o_t -> dz (softmax
 //   adjoint) -> dq_t = Ks_t^T dz_t; two reverse scans for the state adjoints
 //   ∂L/∂Ks_t = dz_t ⊗ q_t + γ ∂L/∂Ks_{t+1} and ∂L/∂Vs_t = π_t ⊗ d_o_t + γ ∂L/∂Vs_{t+1},

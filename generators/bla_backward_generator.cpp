@@ -1,4 +1,4 @@
-// Generator `bla_backward`: the gradients of the BLA forward pass (SPEC.md §2). Algorithm in
+// Generator `bla_backward`: the gradients of the BLA forward pass (docs/spec.md §2). Algorithm in
 // bla_backward.cpp, schedules in schedules/.
 #include "bla_backward.h"
 #include "scan_generator_params.h"

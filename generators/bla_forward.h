@@ -1,4 +1,4 @@
-// The BLA forward pass (SPEC.md §2) composed from its stages:
+// The BLA forward pass (docs/spec.md §2) composed from its stages:
 //   Dirichlet writes φ -> key scan read by q (z) -> π = softmax(scale z) -> value scan read by π (o).
 #pragma once
 

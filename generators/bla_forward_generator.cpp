@@ -1,4 +1,4 @@
-// Generator `bla_forward`: the BLA forward pass (SPEC.md §2). Algorithm in bla_forward.cpp,
+// Generator `bla_forward`: the BLA forward pass (docs/spec.md §2). Algorithm in bla_forward.cpp,
 // schedules in schedules/.
 #include "bla_forward.h"
 #include "scan_generator_params.h"

@@ -1,4 +1,4 @@
-// BLA's own stages (SPEC.md §2): the per-head decay, the Dirichlet write weights φ, and the
+// BLA's own stages (docs/spec.md §2): the per-head decay, the Dirichlet write weights φ, and the
 // softmax over slots between the two passes.
 #pragma once
 

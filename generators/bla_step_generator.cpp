@@ -1,4 +1,4 @@
-// Generator `bla_step`: one BLA decoding step (SPEC.md §5). Algorithm in step.cpp, schedules
+// Generator `bla_step`: one BLA decoding step (docs/spec.md §5). Algorithm in step.cpp, schedules
 // in schedules/.
 #include "schedules/cpu.h"
 #include "schedules/cuda.h"

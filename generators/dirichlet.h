@@ -1,4 +1,4 @@
-// The Dirichlet kernel of BLA (SPEC.md §2), D_M(x) = 1 + 2 Σ_{m=1..M} cos(2π m x / W), used
+// The Dirichlet kernel of BLA (docs/spec.md §2), D_M(x) = 1 + 2 Σ_{m=1..M} cos(2π m x / W), used
 // both to write tokens onto slots (φ) and to interpolate a slot state back into a window.
 //
 // It is evaluated in closed form, D_M(x) = sin((2M+1)θ) / sin(θ) with θ = π x / W, and x is
@@ -24,7 +24,7 @@ Halide::Func dirichlet_anchor_rotors(const Halide::Expr &modes, const Halide::Ex
 Halide::Expr dirichlet_between(const Halide::FuncRef &rotor_a, const Halide::FuncRef &rotor_y,
                                const Halide::Expr &modes);
 
-// Reconstruction of the blurry history from a slot state (SPEC.md §2, "why this is the
+// Reconstruction of the blurry history from a slot state (docs/spec.md §2, "why this is the
 // blurry window"): for lag ℓ behind the newest token at position t,
 //     out[ℓ] = (1/S) Σ_j D_M(a_j − (t − ℓ)) state[j]
 // which is exact trigonometric interpolation of the S slot samples when S ≥ 2M+1.

@@ -104,7 +104,7 @@ struct ChunkGrid {
   // the bounds of Funcs called inside a select's branches by its condition, which would bring
   // back the bounds that depend on i. Not a multiplication by 0 or 1: a NaN or Inf in a later
   // token's input would then reach token i's output (NaN x 0 = NaN), against the locality of
-  // non-finite inputs (README, Reliability).
+  // non-finite inputs (docs/testing.md, Reliability).
   Halide::Expr causal(const Halide::Expr &term, const Halide::RVar &tau, const Halide::Var &i) const {
     if (!masked) return term;
     const Halide::Type bits = Halide::UInt(term.type().bits());

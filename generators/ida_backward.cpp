@@ -49,7 +49,7 @@ IdaBackwardStages ida_backward_algorithm(const IdaBackwardInputs &in, int chunk,
   s.dvt_read = read_by_slots(s.value_adj_in, s.value_adj, s.conj_b, back, "dvt", /*u_per_token=*/false);
   s.hv_read = read_by_channels(s.value_adj_in, s.value_adj, ft.vt, back, "hv");
 
-  // The feature maps' adjoints (SPEC.md §1: fq = xi(q), kt = rms(xi(k)) gk + bk,
+  // The feature maps' adjoints (docs/spec.md §1: fq = xi(q), kt = rms(xi(k)) gk + bk,
   // vt = rms(v) gv + bv), per token.
   // Each norm's adjoint needs one sum over the channels per token: (i, c, h, b) =
   // Σ_r a(r) b(r), with a, b stages (r, i, c, h, b).

@@ -1,4 +1,4 @@
-// The IDA backward pass (SPEC.md §1 "Backward"), a hand-written adjoint of ida_forward.
+// The IDA backward pass (docs/spec.md §1 "Backward"), a hand-written adjoint of ida_forward.
 // A complex value's gradient is g = ∂L/∂re + i ∂L/∂im (so through z = a y, g_y = conj(a) g_z):
 //   recompute the forward (features, both scans, p, w) ->
 //   g_w = conj(Σ_c Xv_t d_o_t) (a read of the value state) -> g_p = conj(G conj(g_w)) ->

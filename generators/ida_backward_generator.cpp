@@ -1,4 +1,4 @@
-// Generator `ida_backward`: the gradients of the IDA forward pass (SPEC.md §1). Algorithm in
+// Generator `ida_backward`: the gradients of the IDA forward pass (docs/spec.md §1). Algorithm in
 // ida_backward.cpp, schedules in schedules/.
 #include "ida_backward.h"
 #include "scan_generator_params.h"

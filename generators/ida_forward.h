@@ -1,4 +1,4 @@
-// The IDA forward pass (SPEC.md §1) composed from its stages:
+// The IDA forward pass (docs/spec.md §1) composed from its stages:
 //   features -> key scan read by fq (p) -> w = G p -> value scan read by w (o).
 #pragma once
 

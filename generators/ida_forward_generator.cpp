@@ -1,4 +1,4 @@
-// Generator `ida_forward`: the IDA forward pass (SPEC.md §1). Algorithm in ida_forward.cpp,
+// Generator `ida_forward`: the IDA forward pass (docs/spec.md §1). Algorithm in ida_forward.cpp,
 // schedules in schedules/.
 #include "ida_forward.h"
 #include "scan_generator_params.h"

@@ -1,4 +1,4 @@
-// IDA's own stages (SPEC.md §1): feature maps, the S4D modes, and the mode mixing w = G p.
+// IDA's own stages (docs/spec.md §1): feature maps, the S4D modes, and the mode mixing w = G p.
 #pragma once
 
 #include "complex.h"

@@ -1,4 +1,4 @@
-// Generator `ida_step`: one IDA decoding step (SPEC.md §5). Algorithm in step.cpp, schedules
+// Generator `ida_step`: one IDA decoding step (docs/spec.md §5). Algorithm in step.cpp, schedules
 // in schedules/.
 #include "schedules/cpu.h"
 #include "schedules/cuda.h"

@@ -1,4 +1,4 @@
-// The chunked diagonal scan (SPEC.md §3), shared by both mixers and both passes.
+// The chunked diagonal scan (docs/spec.md §3), shared by both mixers and both passes.
 //
 // A state X[m, r] (slot/mode m, channel r) per (batch, head) evolves as
 //     X_t[m, r] = λ_m X_{t-1}[m, r] + b_t[m] x_t[r]

@@ -1,4 +1,4 @@
-// One decoding step of each mixer (SPEC.md §5, fsattn_*_step): one token per sequence, the
+// One decoding step of each mixer (docs/spec.md §5, fsattn_*_step): one token per sequence, the
 // state updated by one step of the recurrence and read by the token's query. Per head this
 // is O(M (Dk + Dv) + M^2) for IDA (the mixing as C^T (C p), not through G = C^T C, whose
 // M^3 would dominate) and O(S (Dk + Dv)) for BLA. The state may be updated in place. On

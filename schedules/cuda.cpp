@@ -1025,7 +1025,7 @@ void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &s
 // sequence, p and cp in shared memory, took 29 µs instead of 27 as three. Through G = C^T C
 // formed per call, w = G p: G's kernel, a thread per element, took 16.9 µs at H=32 M=64,
 // bound by L1 (86%), and the step 154-161 µs at B=64 against 156, H200. Slower too, each
-// measured in the README's Decode steps: the old state copied into shared memory per block;
+// measured in docs/performance.md (CUDA decode steps): the old state copied into shared memory per block;
 // cp and w over 8 sequences a block; each state read once, its write and its read's sums as
 // two reductions over one domain fused by compute_with.) The whole step as one kernel is the
 // other variant (fused steps, below).

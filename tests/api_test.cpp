@@ -1,6 +1,6 @@
 // The C API's contract: every invalid argument is refused with its status and a message that
 // names it, before anything is written; unimplemented calls say so.
-#include "test_util.h"
+#include "cases.h"
 
 #ifdef FSATTN_TEST_CUDA
 #include "cuda_driver.h"
@@ -32,7 +32,7 @@ fsattn_status cuda_on_host_memory() {
 struct IdaCall {
   static constexpr const char *kFunction = "fsattn_ida_forward";
   IdaCase c = make_ida_case({2, 5, 2, 4, 3, 2}, 1, true);
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_dims dims = c.dims();
   fsattn_ida_params p = c.params();
   const float *q = c.q.ptr(), *k = c.k.ptr(), *v = c.v.ptr();
@@ -133,7 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Api, IdaForwardInvalid, ::testing::ValuesIn(kBad),
 struct BlaCall {
   static constexpr const char *kFunction = "fsattn_bla_forward";
   BlaCase c = make_bla_case({2, 5, 2, 4, 3, 2, 7.5, 6}, 3, 1, 0.9, true);
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_dims dims = c.dims();
   fsattn_bla_params p = c.params();
   std::vector<float> log_gamma = c.log_gamma.f;
@@ -182,7 +182,7 @@ INSTANTIATE_TEST_SUITE_P(Api, BlaForwardInvalid, ::testing::ValuesIn(kBadBla),
 
 struct InterpolateCall {
   static constexpr const char *kFunction = "fsattn_bla_interpolate";
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   int64_t batch = 2, heads = 3, dim = 4, modes = 2, slots = 5, position = 10, num_lags = 6;
   double period = 9.5;
   std::vector<double> lag_values = {0, 1, 2.5, 3, -1, 20};
@@ -245,7 +245,7 @@ TEST(Api, NotYetImplementedFeaturesSaySo) {
   BlaCase c = make_bla_case({1, 1, 1, 4, 4, 2, 8.0, 5}, 0, 1, 0.9, true);
   std::vector<float> sk = c.state_k.f, sv = c.state_v.f, o(4, 7.0f);
   fsattn_bla_params p = c.params();
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   const int64_t cu[] = {0, 1};
   fsattn_dims dims = c.dims();
   dims.cu_seqlens = cu;
@@ -253,7 +253,7 @@ TEST(Api, NotYetImplementedFeaturesSaySo) {
   EXPECT_EQ(FSATTN_ERROR_UNSUPPORTED,
             fsattn_bla_step(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), sk.data(), sv.data(), o.data()));
   EXPECT_NE(std::string(fsattn_last_error()).find("cu_seqlens"), std::string::npos) << fsattn_last_error();
-  fsattn_exec cuda{FSATTN_DEVICE_CUDA, nullptr, nullptr};
+  fsattn_exec cuda{sizeof(fsattn_exec), FSATTN_DEVICE_CUDA, nullptr, nullptr};
   dims = c.dims();
   EXPECT_EQ(cuda_on_host_memory(),
             fsattn_bla_step(&cuda, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), sk.data(), sv.data(), o.data()));

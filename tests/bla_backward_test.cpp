@@ -1,4 +1,4 @@
-// fsattn_bla_backward on the CPU against the float64 reference gradients (SPEC.md §2, §4),
+// fsattn_bla_backward on the CPU against the float64 reference gradients (docs/spec.md §2, §4),
 // which bla_reference_test checks against finite differences; determinism, and the argument
 // checks the backward adds to the forward's.
 #include "expect_match.h"
@@ -11,7 +11,7 @@ using namespace fsattn::test;
 
 namespace {
 
-constexpr double kGradTol = 1e-4;  // SPEC.md §4
+constexpr double kGradTol = 1e-4;  // docs/spec.md §4
 
 using Shape = BlaShapeCase;
 
@@ -79,7 +79,7 @@ TEST(BlaBackwardProperties, NullStateGradientsAreSkipped) {
   BlaGradResult full = run_bla_backward(c, u);
   ASSERT_EQ(full.status, FSATTN_OK) << fsattn_last_error();
   BlaGradResult r = full;
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_dims dims = c.dims();
   fsattn_bla_params p = c.params();
   ASSERT_EQ(FSATTN_OK, fsattn_bla_backward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
@@ -99,7 +99,7 @@ TEST(BlaBackwardProperties, StateGradientsInPlace) {
   BlaUpstream u = make_bla_upstream(c, 14, true);
   BlaGradResult want = run_bla_backward(c, u);
   ASSERT_EQ(want.status, FSATTN_OK) << fsattn_last_error();
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_dims dims = c.dims();
   fsattn_bla_params p = c.params();
   BlaGradResult r = want;
@@ -141,7 +141,7 @@ TEST(BlaBackwardApi, InvalidArgumentsAreRefused) {
        [](fsattn_dims &, fsattn_bla_params &p, const float *&, float *&, float *&) { p.period = NAN; }},
   };
   for (const Bad &bad : cases) {
-    fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+    fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
     fsattn_dims dims = c.dims();
     fsattn_bla_params p = c.params();
     BlaGradResult r = run_bla_backward(c, u);  // only for its NaN-filled buffers' sizes

@@ -1,7 +1,7 @@
-// Checks of the float64 BLA reference itself (SPEC.md §2), against forms of the spec it does
+// Checks of the float64 BLA reference itself (docs/spec.md §2), against forms of the spec it does
 // not use: the exact window, the Fourier form, position reduction, chaining, degenerate sizes.
 #include "reference/bla_reference.h"
-#include "test_util.h"
+#include "cases.h"
 
 #include <gtest/gtest.h>
 
@@ -94,7 +94,7 @@ TEST(BlaReference, LargePositionsReduce) {
 }
 
 // T tokens in one call equal two calls, the second starting from the first's final state with
-// pos0 advanced (SPEC.md §0).
+// pos0 advanced (docs/spec.md §0).
 TEST(BlaReference, StateChaining) {
   const ref::BlaShape s{2, 13, 3, 4, 5, /*M=*/3, /*W=*/10.5, /*S=*/8};
   const BlaCase c = make_bla_case(s, /*pos0=*/7, 51, 0.7, true);
@@ -183,7 +183,7 @@ TEST(BlaReference, OneSlot) {
   EXPECT_LE(rel_err(got.o, want), 1e-12);
 }
 
-// Dirichlet interpolation of the slots (S >= 2M+1) is the blurred key history of SPEC.md §2:
+// Dirichlet interpolation of the slots (S >= 2M+1) is the blurred key history of docs/spec.md §2:
 // at lag ℓ behind the newest token t, Σ_τ γ^{t−τ} D_M(t − ℓ − τ)/W k_τ, for fractional lags
 // too; at a lag that lands on an anchor it returns that slot.
 TEST(BlaReference, InterpolationIsTheBlurredHistory) {
@@ -223,7 +223,7 @@ TEST(BlaReference, InterpolationIsTheBlurredHistory) {
 
 // The reference's hand-derived gradients against central finite differences of
 // L = <d_o, o> + <d_state_k, Ks_T> + <d_state_v, Vs_T>, for every input, with initial states,
-// non-integer W, S ≠ 2M+1 and pos0 > 0 (SPEC.md §4: within 1e-6).
+// non-integer W, S ≠ 2M+1 and pos0 > 0 (docs/spec.md §4: within 1e-6).
 TEST(BlaReference, GradientsMatchFiniteDifferences) {
   const ref::BlaShape s{2, 7, 2, 3, 2, /*M=*/2, /*W=*/5.5, /*S=*/4};
   const BlaCase c = make_bla_case(s, /*pos0=*/3, 91, 0.7, true);

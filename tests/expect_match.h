@@ -1,7 +1,7 @@
 // GoogleTest checks shared by the kernel suites.
 #pragma once
 
-#include "test_util.h"
+#include "cases.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 namespace fsattn::test {
 
 // A kernel's result (status, o, final states) against float64 or float32 values, within tol
-// (relative Frobenius, SPEC.md §4).
+// (relative Frobenius, docs/spec.md §4).
 template <typename Result, typename Want>
 void expect_match(const Result &r, const Want &want, double tol, const std::string &what = "") {
   ASSERT_EQ(r.status, FSATTN_OK) << what << ": " << fsattn_last_error();

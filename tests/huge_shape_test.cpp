@@ -30,9 +30,9 @@ TEST(HugeShapes, BlaForwardPast2To31Elements) {
   std::vector<float> x(n), o(n, NAN), state_v(size_t(B * H * D), NAN);
   for (size_t i = 0; i < n; ++i) x[i] = float(int32_t(uint32_t(i) * 2654435761u)) * 0x1p-31f;
   const float log_gamma = float(std::log(gamma));
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
-  fsattn_dims dims{B, T, H, D, D, nullptr, 0};
-  fsattn_bla_params p{0, W, 1, 0.0f, 12345, &log_gamma};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_dims dims{sizeof(fsattn_dims), B, T, H, D, D, nullptr, 0};
+  fsattn_bla_params p{sizeof(fsattn_bla_params), 0, W, 1, 0.0f, 12345, &log_gamma};
   ASSERT_EQ(fsattn_bla_forward(&exec, &dims, &p, x.data(), x.data(), x.data(), nullptr, nullptr, o.data(), nullptr,
                                state_v.data()),
             FSATTN_OK)

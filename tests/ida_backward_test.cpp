@@ -1,4 +1,4 @@
-// fsattn_ida_backward on the CPU against the float64 reference gradients (SPEC.md §1, §4),
+// fsattn_ida_backward on the CPU against the float64 reference gradients (docs/spec.md §1, §4),
 // which reference_test checks against finite differences; determinism, NULL gradients and
 // the argument checks the backward adds to the forward's.
 #include "expect_match.h"
@@ -11,7 +11,7 @@ using namespace fsattn::test;
 
 namespace {
 
-constexpr double kGradTol = 1e-4;  // SPEC.md §4
+constexpr double kGradTol = 1e-4;  // docs/spec.md §4
 
 using Shape = IdaShapeCase;
 
@@ -79,7 +79,7 @@ TEST(IdaBackwardProperties, NullGradientsAreSkipped) {
   IdaUpstream u = make_ida_upstream(c, 4, true);
   IdaGradResult full = run_ida_backward(c, u);
   ASSERT_EQ(full.status, FSATTN_OK) << fsattn_last_error();
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_dims dims = c.dims();
   fsattn_ida_params p = c.params();
   for (bool some : {false, true}) {
@@ -111,7 +111,7 @@ TEST(IdaBackwardProperties, StateGradientsInPlace) {
   IdaUpstream u = make_ida_upstream(c, 14, true);
   IdaGradResult want = run_ida_backward(c, u);
   ASSERT_EQ(want.status, FSATTN_OK) << fsattn_last_error();
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_dims dims = c.dims();
   fsattn_ida_params p = c.params();
   IdaGradResult r = want;
@@ -142,7 +142,7 @@ TEST(IdaBackwardApi, InvalidArgumentsAreRefused) {
       {"zero dk", "dk", [](fsattn_dims &d, fsattn_ida_params &, const float *&, float *&) { d.dk = 0; }},
   };
   for (const Bad &bad : cases) {
-    fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+    fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
     fsattn_dims dims = c.dims();
     fsattn_ida_params p = c.params();
     IdaGradResult r = run_ida_backward(c, u);  // for its buffers' sizes

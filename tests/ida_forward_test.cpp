@@ -1,4 +1,4 @@
-// fsattn_ida_forward on the CPU against the float64 reference (SPEC.md §1, §3, §4).
+// fsattn_ida_forward on the CPU against the float64 reference (docs/spec.md §1, §3, §4).
 #include "expect_match.h"
 #include "shapes.h"
 
@@ -11,7 +11,7 @@ using namespace fsattn::test;
 
 namespace {
 
-constexpr double kForwardTol = 1e-5;  // SPEC.md §4
+constexpr double kForwardTol = 1e-5;  // docs/spec.md §4
 
 using Shape = IdaShapeCase;
 
@@ -101,7 +101,7 @@ TEST(IdaForwardProperties, StateChaining) {
   }
 }
 
-// Outputs are bitwise identical from run to run (SPEC.md §4).
+// Outputs are bitwise identical from run to run (docs/spec.md §4).
 TEST(IdaForwardProperties, Deterministic) {
   IdaCase c = make_ida_case({2, 513, 4, 32, 32, 16}, 5, true);
   IdaResult a = run_ida_forward(c), b = run_ida_forward(c);
@@ -128,7 +128,7 @@ TEST(IdaForwardProperties, NullStates) {
   IdaResult full = run_ida_forward(c);
   ASSERT_EQ(full.status, FSATTN_OK);
   std::vector<float> o(full.o.size());
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_dims dims = c.dims();
   fsattn_ida_params p = c.params();
   ASSERT_EQ(FSATTN_OK, fsattn_ida_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), nullptr, nullptr,

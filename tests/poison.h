@@ -2,7 +2,7 @@
 // pass (`run`, on a case like `clean_case`) with a NaN or Inf in one element of q, k or v.
 #pragma once
 
-#include "test_util.h"
+#include "cases.h"
 
 #include <gtest/gtest.h>
 

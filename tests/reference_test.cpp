@@ -1,5 +1,5 @@
-// Checks of the float64 reference itself, against forms of SPEC.md it does not use.
-#include "test_util.h"
+// Checks of the float64 reference itself, against forms of docs/spec.md it does not use.
+#include "cases.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 using namespace fsattn;
 using namespace fsattn::test;
 
-// The reference reads out through w = G p with G = C^T C. SPEC.md §1 defines the readout as
+// The reference reads out through w = G p with G = C^T C. docs/spec.md §1 defines the readout as
 // o_t = Re(fq^T U^T Γ) with U = C Xk, Γ = C Xv: check the two agree, with the states of the
 // reference recomputed here by the recurrence.
 TEST(IdaReference, MatchesLiteralReadout) {
@@ -34,7 +34,7 @@ TEST(IdaReference, MatchesLiteralReadout) {
       prefix.v = cut(c.v, s.Dv);
       ref::IdaOutputs st = reference_ida_forward(prefix);
       const int64_t t = T - 1, M = s.M;
-      // fq_t, by the feature map of SPEC.md §1
+      // fq_t, by the feature map of docs/spec.md §1
       std::vector<double> fq(s.Dk);
       double ss = 0;
       for (int64_t r = 0; r < s.Dk; ++r) {
@@ -71,7 +71,7 @@ TEST(IdaReference, MatchesLiteralReadout) {
 
 // The reference's hand-derived gradients against central finite differences of
 // L = <d_o, o> + <d_state_k, Xk_T> + <d_state_v, Xv_T>, for every input and parameter, with
-// initial states, Dk != Dv and perturbed parameters (SPEC.md §4: within 1e-6).
+// initial states, Dk != Dv and perturbed parameters (docs/spec.md §4: within 1e-6).
 TEST(IdaReference, GradientsMatchFiniteDifferences) {
   const ref::IdaShape s{2, 6, 2, 4, 3, 3};
   const IdaCase c = make_ida_case(s, 21, true);

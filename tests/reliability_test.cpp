@@ -1,7 +1,7 @@
 // Reliability of the CPU API inside someone else's process: concurrent callers, non-finite
 // inputs, and running out of memory.
 #include "poison.h"
-#include "test_util.h"
+#include "cases.h"
 
 #include <gtest/gtest.h>
 
@@ -104,7 +104,7 @@ TEST(Reliability, OutOfMemoryPoisonsOutputsAndKeepsStates) {
   const BlaResult want = run_bla_forward(c);
   ASSERT_EQ(want.status, FSATTN_OK) << fsattn_last_error();
   std::vector<float> sk = c.state_k.f, sv = c.state_v.f, o(want.o.size(), 1.0f);
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_dims dims = c.dims();
   fsattn_bla_params p = c.params();
   fsattn_set_workspace_limit(64 << 10);
@@ -137,7 +137,7 @@ TEST(Reliability, OutOfMemoryPoisonsOutputsAndKeepsStates) {
 // The backward passes likewise: every gradient NaN (the parameters' too), an initial-state
 // gradient written over its final-state gradient restored.
 TEST(Reliability, OutOfMemoryPoisonsGradients) {
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   BlaCase c = make_bla_case({2, 300, 2, 16, 16, 7, 30.0, 15}, 0, 803, 0.9, true);
   BlaUpstream u = make_bla_upstream(c, 804, true);
   BlaGradResult r = run_bla_backward(c, u);

@@ -5,10 +5,11 @@
 # generating them again: it checks the runtime and the calls, not the kernels' compiler.
 # The CUDA suite skips where there is no GPU (here, only how CUDA calls fail is checked); it
 # runs on a GPU machine (bench/gpu_session.sh). Builds with -DFSATTN_BASELINES=ON also check
-# the autoscheduled baselines against the reference.
+# the autoscheduled baselines against the reference. Every schedule variant is built
+# (FSATTN_VARIANTS=all), so that each is checked against the reference.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -G Ninja
+cmake -S . -B build -G Ninja -DFSATTN_VARIANTS=all
 cmake --build build
 ctest --test-dir build --output-on-failure -j2
 

@@ -1,4 +1,4 @@
-// fsattn_ida_step and fsattn_bla_step on the CPU (SPEC.md §5): decoding token by token, and a
+// fsattn_ida_step and fsattn_bla_step on the CPU (docs/spec.md §5): decoding token by token, and a
 // prefill in pieces followed by steps, equal the float64 reference of one forward pass over
 // the whole sequence; argument checks; a failed step leaves the states as they were.
 #include "expect_match.h"
@@ -12,7 +12,7 @@ using namespace fsattn::test;
 
 namespace {
 
-constexpr double kTol = 1e-5;  // SPEC.md §4, as for the forward
+constexpr double kTol = 1e-5;  // docs/spec.md §4, as for the forward
 
 // Token t of a [B,T,H,D] tensor as [B,1,H,D].
 std::vector<float> token(const Tensor32 &x, int64_t B, int64_t T, int64_t H, int64_t D, int64_t t) {
@@ -26,7 +26,7 @@ std::vector<float> decode(const Case &c, const Params &p, Step step, std::vector
                           int64_t t0, int64_t pos_stride) {
   const auto &s = c.s;
   std::vector<float> o;
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_dims dims = c.dims();
   dims.seqlen = 1;
   for (int64_t t = t0; t < s.T; ++t) {
@@ -109,7 +109,7 @@ TEST(BlaStep, PrefillThenDecodeEqualsForward) {
 TEST(StepApi, InvalidArgumentsAreRefused) {
   const BlaCase c = make_bla_case({1, 1, 2, 4, 4, 2, 8.0, 5}, 0, 1, 0.9, true);
   const IdaCase ic = make_ida_case({1, 1, 2, 4, 4, 3}, 2, true);
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   std::vector<float> sk = c.state_k.f, sv = c.state_v.f, o(8, 7.0f);
   std::vector<float> isk = ic.state_k.f, isv = ic.state_v.f;
   fsattn_bla_params p = c.params();
@@ -135,7 +135,7 @@ TEST(StepApi, InvalidArgumentsAreRefused) {
 // A step that runs out of memory returns the error with o NaN and the states untouched.
 TEST(StepApi, FailedStepKeepsStates) {
   const IdaCase c = make_ida_case({2, 1, 2, 8, 8, 4}, 3, true);
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_dims dims = c.dims();
   fsattn_ida_params p = c.params();
   std::vector<float> sk = c.state_k.f, sv = c.state_v.f, o(2 * 2 * 8, 1.0f);

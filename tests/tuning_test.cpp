@@ -2,7 +2,7 @@
 // exec->variant run, by the nearest measured shape; a corrupt or stale file is refused with a
 // message naming what is wrong, and the built-in table is used instead. The first test sees
 // the file FSATTN_TUNING names (set before the library's first call, as a user would).
-#include "test_util.h"
+#include "cases.h"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +19,7 @@ using namespace fsattn::test;
 
 namespace {
 
-const fsattn_exec kCpu{FSATTN_DEVICE_CPU, nullptr, nullptr};
+const fsattn_exec kCpu{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
 
 std::string temp_path(const std::string &name) {
   const char *dir = std::getenv("TMPDIR");
@@ -46,9 +46,13 @@ std::string table(const std::string &entries, const std::string &library = fsatt
          "\", \"entries\": [" + entries + "]}";
 }
 
+std::string release(int major, int minor, int patch) {
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+}
+
 const char *selected(fsattn_op op, int64_t B, int64_t T, const char *variant = nullptr) {
-  const fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant};
-  const fsattn_dims dims{B, T, 4, 16, 16, nullptr, 0};
+  const fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, variant};
+  const fsattn_dims dims{sizeof(fsattn_dims), B, T, 4, 16, 16, nullptr, 0};
   return fsattn_selected_variant(&exec, op, &dims, 16);
 }
 
@@ -57,7 +61,7 @@ std::string default_variant(fsattn_op op) { return fsattn_variant_name(op, FSATT
 // Written and named in FSATTN_TUNING before any call into the library (the file is read at
 // the first use of the table); removed at exit.
 struct EnvironmentFile {
-  std::string path = write_file("env.json", table(entry("bla_forward", "cpu_c32", 1, 64)));
+  std::string path = write_file("env.json", table(entry("ida_forward", "cpu_c32", 1, 64)));
   EnvironmentFile() { setenv("FSATTN_TUNING", path.c_str(), 1); }
   ~EnvironmentFile() { std::remove(path.c_str()); }
 };
@@ -65,9 +69,9 @@ const EnvironmentFile kEnvironmentFile;
 
 TEST(Tuning, EnvironmentFileIsUsed) {
   EXPECT_NE(std::string(fsattn_tuning_info()).find(kEnvironmentFile.path), std::string::npos) << fsattn_tuning_info();
-  EXPECT_STREQ(selected(FSATTN_OP_BLA_FORWARD, 1, 64), "cpu_c32");
-  // No entry for the IDA forward in that file: its default.
-  EXPECT_EQ(selected(FSATTN_OP_IDA_FORWARD, 1, 64), default_variant(FSATTN_OP_IDA_FORWARD));
+  EXPECT_STREQ(selected(FSATTN_OP_IDA_FORWARD, 1, 64), "cpu_c32");
+  // No entry for the BLA forward in that file: its default.
+  EXPECT_EQ(selected(FSATTN_OP_BLA_FORWARD, 1, 64), default_variant(FSATTN_OP_BLA_FORWARD));
 }
 
 TEST(Tuning, NearestShapeWins) {
@@ -113,6 +117,8 @@ TEST(Tuning, BadFilesAreRefusedAndTheBuiltInTableUsed) {
       {"deep", std::string(100, '[') + std::string(100, ']'), "nested more than 32 levels"},
       {"not_tuning", "{\"entries\": []}", "not an fsattn tuning file"},
       {"stale_version", table(ok_entry, "0.0.0"), "stale: written for fsattn 0.0.0"},
+      {"next_minor", table(ok_entry, release(FSATTN_VERSION_MAJOR, FSATTN_VERSION_MINOR + 1, 0)), "stale: written for"},
+      {"next_major", table(ok_entry, release(FSATTN_VERSION_MAJOR + 1, FSATTN_VERSION_MINOR, 0)), "stale: written for"},
       {"other_cpu", table(ok_entry, fsattn_version(), "Some Other CPU"), "stale: tuned on Some Other CPU"},
       {"unknown_variant", table(entry("ida_forward", "cpu_c999", 1, 64)), "no cpu variant 'cpu_c999' of ida_forward"},
       {"unknown_op", table(entry("ida_sideways", "cpu_c16", 1, 64)), "entries[0]: \"op\""},
@@ -138,6 +144,19 @@ TEST(Tuning, BadFilesAreRefusedAndTheBuiltInTableUsed) {
   EXPECT_EQ(std::string(fsattn_tuning_info()).find(';'), std::string::npos) << fsattn_tuning_info();
 }
 
+// A file written by another patch release of the same major and minor version stays valid
+// (its variants exist in this build), earlier or later.
+TEST(Tuning, FilesOfOtherPatchReleasesLoad) {
+  for (int patch : {FSATTN_VERSION_PATCH + 7, 0}) {
+    const std::string path = write_file("patch", table(entry("ida_forward", "cpu_c32", 1, 64),
+                                                       release(FSATTN_VERSION_MAJOR, FSATTN_VERSION_MINOR, patch)));
+    EXPECT_EQ(fsattn_load_tuning(path.c_str()), FSATTN_OK) << fsattn_last_error();
+    EXPECT_STREQ(selected(FSATTN_OP_IDA_FORWARD, 1, 64), "cpu_c32");
+    std::remove(path.c_str());
+  }
+  ASSERT_EQ(fsattn_load_tuning(nullptr), FSATTN_OK);
+}
+
 // The built-in table names variants of this build only (entries for others are skipped), so
 // whatever it picks is a compiled variant.
 TEST(Tuning, BuiltInPicksCompiledVariants) {
@@ -154,14 +173,14 @@ TEST(Tuning, BuiltInPicksCompiledVariants) {
 }
 
 TEST(Tuning, SelectedVariantChecksItsArguments) {
-  const fsattn_dims dims{1, 8, 2, 4, 4, nullptr, 0};
+  const fsattn_dims dims{sizeof(fsattn_dims), 1, 8, 2, 4, 4, nullptr, 0};
   EXPECT_EQ(fsattn_selected_variant(nullptr, FSATTN_OP_IDA_FORWARD, &dims, 4), nullptr);
   EXPECT_NE(std::string(fsattn_last_error()).find("exec"), std::string::npos);
   EXPECT_EQ(fsattn_selected_variant(&kCpu, FSATTN_OP_IDA_FORWARD, &dims, 0), nullptr);
   EXPECT_NE(std::string(fsattn_last_error()).find("features"), std::string::npos);
   EXPECT_EQ(fsattn_selected_variant(&kCpu, static_cast<fsattn_op>(99), &dims, 4), nullptr);
   EXPECT_NE(std::string(fsattn_last_error()).find("not an fsattn_op"), std::string::npos);
-  const fsattn_exec unknown{FSATTN_DEVICE_CPU, nullptr, "cpu_c999"};
+  const fsattn_exec unknown{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, "cpu_c999"};
   EXPECT_EQ(fsattn_selected_variant(&unknown, FSATTN_OP_IDA_FORWARD, &dims, 4), nullptr);
   EXPECT_NE(std::string(fsattn_last_error()).find("cpu_c999"), std::string::npos);
 }
@@ -172,19 +191,24 @@ TEST(Tuning, LoadsFsattnTuneOutput) {
   const char *path = std::getenv("FSATTN_TUNE_FILE");
   if (path == nullptr) GTEST_SKIP() << "FSATTN_TUNE_FILE is not set (ctest sets it)";
   ASSERT_EQ(fsattn_load_tuning(path), FSATTN_OK) << fsattn_last_error();
-  EXPECT_NE(std::string(fsattn_tuning_info()).find("2 entries"), std::string::npos) << fsattn_tuning_info();
   std::ifstream in(path);
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  for (fsattn_op op : {FSATTN_OP_BLA_FORWARD, FSATTN_OP_IDA_BACKWARD}) {
-    const fsattn_dims dims{1, 40, 2, 8, 8, nullptr, 0};
+  // The file has an entry for each tuned op with a choice in this build (several variants).
+  size_t entries = 0;
+  for (fsattn_op op : {FSATTN_OP_IDA_FORWARD, FSATTN_OP_IDA_BACKWARD, FSATTN_OP_BLA_FORWARD}) {
+    if (cpu_variants(op, Schedules::kHand).size() < 2) continue;
+    ++entries;
+    const fsattn_dims dims{sizeof(fsattn_dims), 1, 40, 2, 8, 8, nullptr, 0};
     const char *v = fsattn_selected_variant(&kCpu, op, &dims, 4);
     ASSERT_NE(v, nullptr) << fsattn_last_error();
-    const std::string name = op == FSATTN_OP_BLA_FORWARD ? "bla_forward" : "ida_backward";
+    const std::string name = fsattn_op_name(op);
     EXPECT_NE(text.find("\"op\": \"" + name + "\", \"device\": \"cpu\", \"shape\": {\"batch\": 1, \"seqlen\": 40, \"heads\": 2, "
                         "\"dk\": 8, \"dv\": 8, \"features\": 4},\n     \"variant\": \"" + v + "\""),
               std::string::npos)
         << name << " runs " << v << ", not the file's choice:\n" << text;
   }
+  EXPECT_NE(std::string(fsattn_tuning_info()).find(std::to_string(entries) + " entries"), std::string::npos)
+      << fsattn_tuning_info();
   ASSERT_EQ(fsattn_load_tuning(nullptr), FSATTN_OK);
 }
 

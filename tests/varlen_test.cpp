@@ -40,8 +40,8 @@ TEST(Varlen, BlaEqualsSeparateCalls) {
   BlaUpstream u = make_bla_upstream(all, 62, true);
   u.d_o = tokens(u.d_o, 2, 6, 0, kT);
   const size_t nk = 2 * 9 * 8, nv = 2 * 9 * 6;
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
-  fsattn_dims dims{1, kT, 2, 8, 6, kCu.data(), kSeqs};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_dims dims{sizeof(fsattn_dims), 1, kT, 2, 8, 6, kCu.data(), kSeqs};
   fsattn_bla_params p = c.params();
   std::vector<float> o(kT * 2 * 6, NAN), sk(kSeqs * nk, NAN), sv(kSeqs * nv, NAN);
   ASSERT_EQ(FSATTN_OK, fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
@@ -100,8 +100,8 @@ TEST(Varlen, IdaEqualsSeparateCalls) {
   IdaUpstream u = make_ida_upstream(all, 72, true);
   u.d_o = tokens(u.d_o, 2, 6, 0, kT);
   const size_t nk = 2 * 2 * 5 * 8, nv = 2 * 2 * 5 * 6;
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
-  fsattn_dims dims{1, kT, 2, 8, 6, kCu.data(), kSeqs};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_dims dims{sizeof(fsattn_dims), 1, kT, 2, 8, 6, kCu.data(), kSeqs};
   fsattn_ida_params p = c.params();
   std::vector<float> o(kT * 2 * 6, NAN), sk(kSeqs * nk, NAN), sv(kSeqs * nv, NAN);
   ASSERT_EQ(FSATTN_OK, fsattn_ida_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
@@ -147,7 +147,7 @@ TEST(Varlen, IdaEqualsSeparateCalls) {
 
 TEST(Varlen, InvalidCuSeqlensAreRefused) {
   const BlaCase c = make_bla_case({1, 10, 1, 4, 4, 2, 8.0, 5}, 0, 1, 0.9, false);
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_bla_params p = c.params();
   std::vector<float> o(40, 7.0f);
   struct Bad {
@@ -163,7 +163,7 @@ TEST(Varlen, InvalidCuSeqlensAreRefused) {
       {"batch 2", {0, 4, 10}, 2, "batch"},
   };
   for (const Bad &bad : cases) {
-    fsattn_dims dims{bad.batch, 10, 1, 4, 4, bad.cu.data(), int64_t(bad.cu.size()) - 1};
+    fsattn_dims dims{sizeof(fsattn_dims), bad.batch, 10, 1, 4, 4, bad.cu.data(), int64_t(bad.cu.size()) - 1};
     EXPECT_EQ(FSATTN_ERROR_INVALID_ARGUMENT,
               fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), nullptr, nullptr, o.data(), nullptr,
                                  nullptr))
@@ -171,6 +171,54 @@ TEST(Varlen, InvalidCuSeqlensAreRefused) {
     EXPECT_NE(std::string(fsattn_last_error()).find(bad.message), std::string::npos) << fsattn_last_error();
   }
   EXPECT_EQ(o, std::vector<float>(40, 7.0f));
+}
+
+// A variable-length call that one of its sequences' calls would refuse (here an unknown
+// variant, which is found per sequence) is refused before any sequence runs: every output and
+// final state keeps the caller's values, also after an empty first sequence, whose states
+// are otherwise copied through first. (Before, the sequences ran in turn and a refusal filled
+// the outputs with NaN.)
+TEST(Varlen, RefusedCallsWriteNothing) {
+  const std::vector<int64_t> cu = {0, 0, 4, 10};  // lengths 0, 4, 6
+  const int64_t T = 10, H = 2, D = 4, S = 3, M = 3, seqs = 3;
+  const BlaCase bc = make_bla_case({1, T, H, D, D, 1, 8.0, S}, 0, 1, 0.9, false);
+  const IdaCase ic = make_ida_case({1, T, H, D, D, M}, 2, false);
+  fsattn_exec exec = FSATTN_EXEC_INIT;
+  exec.variant = "no_such_variant";
+  fsattn_dims dims = bc.dims();
+  dims.cu_seqlens = cu.data(), dims.num_seqs = seqs;
+  const fsattn_bla_params bp = bc.params();
+  const fsattn_ida_params ip = ic.params();
+  const size_t n_tok = T * H * D, n_bla = seqs * H * S * D, n_ida = seqs * H * M * D * 2;
+  const std::vector<float> bla_in(n_bla, 0.5f), ida_in(n_ida, 0.5f), d_o(n_tok, 1.0f);
+  auto buffer = [](size_t n) { return std::vector<float>(n, -3.0f); };
+  std::vector<float> o = buffer(n_tok), dq = buffer(n_tok), dk = buffer(n_tok), dv = buffer(n_tok), dlg = buffer(H);
+  std::vector<float> bsk = buffer(n_bla), bsv = buffer(n_bla), isk = buffer(n_ida), isv = buffer(n_ida);
+  std::vector<float> ig[9];
+  fsattn_ida_grads dp = FSATTN_IDA_GRADS_INIT;
+  float **members[9] = {&dp.gk, &dp.bk, &dp.gv, &dp.bv, &dp.log_dt, &dp.A_re_log, &dp.A_im, &dp.B, &dp.C};
+  for (int i = 0; i < 9; ++i) ig[i] = buffer(2 * H * M * M * D), *members[i] = ig[i].data();
+  auto expect_untouched = [&](fsattn_status st, const char *fn) {
+    EXPECT_EQ(st, FSATTN_ERROR_INVALID_ARGUMENT) << fn;
+    EXPECT_NE(std::string(fsattn_last_error()).find("no_such_variant"), std::string::npos) << fsattn_last_error();
+    for (const std::vector<float> *b : {&o, &dq, &dk, &dv, &dlg, &bsk, &bsv, &isk, &isv, &ig[0], &ig[8]}) {
+      EXPECT_EQ(*b, buffer(b->size())) << fn;
+    }
+  };
+  expect_untouched(fsattn_bla_forward(&exec, &dims, &bp, bc.q.ptr(), bc.k.ptr(), bc.v.ptr(), bla_in.data(),
+                                      bla_in.data(), o.data(), bsk.data(), bsv.data()),
+                   "fsattn_bla_forward");
+  expect_untouched(fsattn_bla_backward(&exec, &dims, &bp, bc.q.ptr(), bc.k.ptr(), bc.v.ptr(), bla_in.data(),
+                                       bla_in.data(), d_o.data(), bla_in.data(), bla_in.data(), dq.data(), dk.data(),
+                                       dv.data(), dlg.data(), bsk.data(), bsv.data()),
+                   "fsattn_bla_backward");
+  expect_untouched(fsattn_ida_forward(&exec, &dims, &ip, ic.q.ptr(), ic.k.ptr(), ic.v.ptr(), ida_in.data(),
+                                      ida_in.data(), o.data(), isk.data(), isv.data()),
+                   "fsattn_ida_forward");
+  expect_untouched(fsattn_ida_backward(&exec, &dims, &ip, ic.q.ptr(), ic.k.ptr(), ic.v.ptr(), ida_in.data(),
+                                       ida_in.data(), d_o.data(), ida_in.data(), ida_in.data(), dq.data(), dk.data(),
+                                       dv.data(), &dp, isk.data(), isv.data()),
+                   "fsattn_ida_backward");
 }
 
 }  // namespace

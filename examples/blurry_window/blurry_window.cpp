@@ -148,10 +148,12 @@ double dirichlet(int M, double W, double x) {
 std::vector<float> run_bla(int M, double W, int S, const std::vector<float> &k,
                            const std::vector<double> &lags) {
   const int64_t T = int64_t(k.size());
-  const fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
-  const fsattn_dims dims{1, T, 1, 1, 1, nullptr, 0};
+  const fsattn_exec exec = FSATTN_EXEC_INIT;
+  fsattn_dims dims = FSATTN_DIMS_INIT;
+  dims.batch = 1, dims.seqlen = T, dims.heads = 1, dims.dk = 1, dims.dv = 1;
   const float log_gamma[1] = {0.0f};  // γ = 1: no decay, the window is all that forgets
-  const fsattn_bla_params p{M, W, S, 0.0f, 0, log_gamma};
+  fsattn_bla_params p = FSATTN_BLA_PARAMS_INIT;
+  p.modes = M, p.period = W, p.slots = S, p.log_gamma = log_gamma;
   std::vector<float> q(T, 1.0f), o(T), state_k(S), window(lags.size());
   if (fsattn_bla_forward(&exec, &dims, &p, q.data(), k.data(), k.data(), nullptr, nullptr,
                          o.data(), state_k.data(), nullptr) != FSATTN_OK)

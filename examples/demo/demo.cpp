@@ -1,7 +1,7 @@
 // fsattn-demo: the main job. Runs each mixer forward and backward on the CPU at a small
 // shape, checks every compiled schedule against the float64 reference, and prints a table of
 // error and time per schedule.
-#include "test_util.h"
+#include "cases.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,8 +15,8 @@ using namespace fsattn::test;
 
 namespace {
 
-constexpr double kTol = 1e-5;      // SPEC.md §4, forward
-constexpr double kGradTol = 1e-4;  // SPEC.md §4, gradients
+constexpr double kTol = 1e-5;      // docs/spec.md §4, forward
+constexpr double kGradTol = 1e-4;  // docs/spec.md §4, gradients
 
 // Median wall time of `reps` runs of f, in milliseconds.
 template <typename F>

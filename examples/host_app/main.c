@@ -1,5 +1,5 @@
 /* The smallest use of fsattn: one IDA forward call on the CPU, in plain C, with the
-   reference initialisation of SPEC.md §1 and the final state carried to a second call. */
+   reference initialisation of docs/spec.md §1 and the final state carried to a second call. */
 #include <fsattn/fsattn.h>
 
 #include <math.h>
@@ -28,12 +28,16 @@ int main(void) {
   }
   for (int i = 0; i < H * M * M * 2; ++i) c[i] = uniform(&seed) / sqrtf(2.0f * M);
 
-  fsattn_exec exec = {FSATTN_DEVICE_CPU, NULL, NULL};
-  fsattn_dims dims = {B, T, H, D, D, NULL, 0};
-  fsattn_ida_params p = {M, 0.0f, gk, bk, gv, bv, log_dt, a_re, a_im, bm, c};
+  fsattn_exec exec = FSATTN_EXEC_INIT; /* the CPU, the tuned variant */
+  fsattn_dims dims = FSATTN_DIMS_INIT;
+  dims.batch = B, dims.seqlen = T, dims.heads = H, dims.dk = D, dims.dv = D;
+  fsattn_ida_params p = FSATTN_IDA_PARAMS_INIT; /* eps 0: the default */
+  p.modes = M;
+  p.gk = gk, p.bk = bk, p.gv = gv, p.bv = bv;
+  p.log_dt = log_dt, p.A_re_log = a_re, p.A_im = a_im, p.B = bm, p.C = c;
   fsattn_status st = fsattn_ida_forward(&exec, &dims, &p, q, k, v, NULL, NULL, o, sk, sv);
   if (st != FSATTN_OK) {
-    fprintf(stderr, "fsattn_ida_forward failed (%d): %s\n", (int)st, fsattn_last_error());
+    fprintf(stderr, "fsattn_ida_forward: %s: %s\n", fsattn_status_string(st), fsattn_last_error());
     return 1;
   }
   /* Continue from the final state: the next T tokens. */
@@ -46,7 +50,8 @@ int main(void) {
   for (int i = 0; i < B * T * H * D; ++i) norm += (double)o[i] * o[i];
   /* A bad argument is a status and a message, never a crash. */
   st = fsattn_ida_forward(&exec, &dims, &p, NULL, k, v, NULL, NULL, o, NULL, NULL);
-  printf("fsattn %s: ida_forward ok, |o| = %.6f; with q = NULL: status %d, \"%s\"\n", fsattn_version(),
-         sqrt(norm), (int)st, fsattn_last_error());
+  printf("fsattn %s (header %d.%d.%d): ida_forward ok, |o| = %.6f; with q = NULL: %s, \"%s\"\n",
+         fsattn_version(), FSATTN_VERSION_MAJOR, FSATTN_VERSION_MINOR, FSATTN_VERSION_PATCH, sqrt(norm),
+         fsattn_status_string(st), fsattn_last_error());
   return st == FSATTN_ERROR_INVALID_ARGUMENT && isfinite(norm) && norm > 0 ? 0 : 1;
 }

@@ -1,4 +1,5 @@
 // fsattn_bla_*: validation, then the chosen BLA kernel.
+#include "abi.h"
 #include "calls.h"
 #include "kernels.h"
 #include "status.h"
@@ -274,6 +275,12 @@ extern "C" fsattn_status fsattn_bla_forward(const fsattn_exec *exec, const fsatt
                                             const float *state_v_in, float *o, float *state_k_out,
                                             float *state_v_out) {
   return guarded("fsattn_bla_forward", [&] {
+    StructReader in("fsattn_bla_forward");
+    fsattn_exec e;
+    fsattn_dims d;
+    fsattn_bla_params pp;
+    exec = in.read("exec", exec, &e), dims = in.read("dims", dims, &d), p = in.read("p", p, &pp);
+    if (!in.ok()) return in.status();
     return bla_forward(exec, dims, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
   });
 }
@@ -285,6 +292,12 @@ extern "C" fsattn_status fsattn_bla_backward(const fsattn_exec *exec, const fsat
                                              const float *d_state_v_out, float *dq, float *dk, float *dv,
                                              float *d_log_gamma, float *d_state_k_in, float *d_state_v_in) {
   return guarded("fsattn_bla_backward", [&] {
+    StructReader in("fsattn_bla_backward");
+    fsattn_exec e;
+    fsattn_dims d;
+    fsattn_bla_params pp;
+    exec = in.read("exec", exec, &e), dims = in.read("dims", dims, &d), p = in.read("p", p, &pp);
+    if (!in.ok()) return in.status();
     return bla_backward(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk,
                         dv, d_log_gamma, d_state_k_in, d_state_v_in);
   });
@@ -293,7 +306,14 @@ extern "C" fsattn_status fsattn_bla_backward(const fsattn_exec *exec, const fsat
 extern "C" fsattn_status fsattn_bla_step(const fsattn_exec *exec, const fsattn_dims *dims,
                                          const fsattn_bla_params *p, const float *q, const float *k,
                                          const float *v, float *state_k, float *state_v, float *o) {
-  return guarded("fsattn_bla_step", [&] { return bla_step(exec, dims, p, q, k, v, state_k, state_v, o); });
+  return guarded("fsattn_bla_step", [&] {
+    StructReader in("fsattn_bla_step");
+    fsattn_exec e;
+    fsattn_dims d;
+    fsattn_bla_params pp;
+    exec = in.read("exec", exec, &e), dims = in.read("dims", dims, &d), p = in.read("p", p, &pp);
+    return in.ok() ? bla_step(exec, dims, p, q, k, v, state_k, state_v, o) : in.status();
+  });
 }
 
 extern "C" fsattn_status fsattn_bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads,
@@ -301,6 +321,10 @@ extern "C" fsattn_status fsattn_bla_interpolate(const fsattn_exec *exec, int64_t
                                                 int64_t position, const double *lags, int64_t num_lags,
                                                 const float *state, float *out) {
   return guarded("fsattn_bla_interpolate", [&] {
+    StructReader in("fsattn_bla_interpolate");
+    fsattn_exec e;
+    exec = in.read("exec", exec, &e);
+    if (!in.ok()) return in.status();
     return bla_interpolate(exec, batch, heads, dim, modes, period, slots, position, lags, num_lags, state, out);
   });
 }

@@ -1,4 +1,5 @@
 // fsattn_ida_*: validation, then the chosen IDA kernel.
+#include "abi.h"
 #include "calls.h"
 #include "kernels.h"
 #include "status.h"
@@ -122,7 +123,7 @@ fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
                                   const float *d_state_v_out, float *dq, float *dk, float *dv,
                                   const fsattn_ida_grads *dp, float *d_state_k_in, float *d_state_v_in) {
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen, M = p->modes;
-  const fsattn_ida_grads none{};
+  const fsattn_ida_grads none = FSATTN_IDA_GRADS_INIT;
   const fsattn_ida_grads &want = dp != nullptr ? *dp : none;
   VarlenMemory mem;
   if (const fsattn_status st = varlen_memory("fsattn_ida_backward", exec, &mem); st != FSATTN_OK) return st;
@@ -139,7 +140,7 @@ fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
       mem, "fsattn_ida_backward", dims, b,
       [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, const float *dsk,
           const float *dsv, float *dski, float *dsvi) {
-        const fsattn_ida_grads parts{g[0].part_data(), g[1].part_data(), g[2].part_data(),
+        const fsattn_ida_grads parts{sizeof(fsattn_ida_grads), g[0].part_data(), g[1].part_data(), g[2].part_data(),
                                      g[3].part_data(), g[4].part_data(), g[5].part_data(),
                                      g[6].part_data(), g[7].part_data(), g[8].part_data()};
         return ida_backward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
@@ -175,7 +176,7 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   // over them are read from copies (and restored from them if the call fails).
   std::vector<float> state_copies[2], seed_copies[2];
   // A NULL dp, or a NULL member, skips that gradient (a sink the kernel writes one value of).
-  const fsattn_ida_grads none{};
+  const fsattn_ida_grads none = FSATTN_IDA_GRADS_INIT;
   const fsattn_ida_grads &g = dp != nullptr ? *dp : none;
   KernelArgs args;
   args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
@@ -231,7 +232,14 @@ fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
 extern "C" fsattn_status fsattn_ida_step(const fsattn_exec *exec, const fsattn_dims *dims,
                                          const fsattn_ida_params *p, const float *q, const float *k,
                                          const float *v, float *state_k, float *state_v, float *o) {
-  return guarded("fsattn_ida_step", [&] { return ida_step(exec, dims, p, q, k, v, state_k, state_v, o); });
+  return guarded("fsattn_ida_step", [&] {
+    StructReader in("fsattn_ida_step");
+    fsattn_exec e;
+    fsattn_dims d;
+    fsattn_ida_params pp;
+    exec = in.read("exec", exec, &e), dims = in.read("dims", dims, &d), p = in.read("p", p, &pp);
+    return in.ok() ? ida_step(exec, dims, p, q, k, v, state_k, state_v, o) : in.status();
+  });
 }
 
 extern "C" fsattn_status fsattn_ida_backward(const fsattn_exec *exec, const fsattn_dims *dims,
@@ -242,6 +250,14 @@ extern "C" fsattn_status fsattn_ida_backward(const fsattn_exec *exec, const fsat
                                              const fsattn_ida_grads *dp, float *d_state_k_in,
                                              float *d_state_v_in) {
   return guarded("fsattn_ida_backward", [&] {
+    StructReader in("fsattn_ida_backward");
+    fsattn_exec e;
+    fsattn_dims d;
+    fsattn_ida_params pp;
+    fsattn_ida_grads g;
+    exec = in.read("exec", exec, &e), dims = in.read("dims", dims, &d), p = in.read("p", p, &pp);
+    dp = in.read("dp", dp, &g);
+    if (!in.ok()) return in.status();
     return ida_backward(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk,
                         dv, dp, d_state_k_in, d_state_v_in);
   });
@@ -253,6 +269,12 @@ extern "C" fsattn_status fsattn_ida_forward(const fsattn_exec *exec, const fsatt
                                             const float *state_v_in, float *o, float *state_k_out,
                                             float *state_v_out) {
   return guarded("fsattn_ida_forward", [&] {
+    StructReader in("fsattn_ida_forward");
+    fsattn_exec e;
+    fsattn_dims d;
+    fsattn_ida_params pp;
+    exec = in.read("exec", exec, &e), dims = in.read("dims", dims, &d), p = in.read("p", p, &pp);
+    if (!in.ok()) return in.status();
     return ida_forward(exec, dims, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
   });
 }

@@ -1,4 +1,5 @@
 // Library information: the version, the devices' names, the variant a call would run.
+#include "abi.h"
 #include "kernels.h"
 #include "status.h"
 #include "tuning.h"
@@ -83,6 +84,11 @@ extern "C" const char *fsattn_selected_variant(const fsattn_exec *exec, fsattn_o
                                                int64_t features) {
   const fsattn::Kernel *kernel = nullptr;
   fsattn::guarded("fsattn_selected_variant", [&] {
+    fsattn::StructReader in("fsattn_selected_variant");
+    fsattn_exec e;
+    fsattn_dims d;
+    exec = in.read("exec", exec, &e), dims = in.read("dims", dims, &d);
+    if (!in.ok()) return in.status();
     fsattn::Validator val("fsattn_selected_variant");
     val.exec(exec).dims(dims, /*varlen_ok=*/false).range("features", features, 1, FSATTN_MAX_FEATURE);
     const int o = fsattn::enum_value(op);

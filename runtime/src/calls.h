@@ -72,6 +72,21 @@ inline const float *restore_of(const std::vector<float> &seed, const std::vector
 // A final state (NULL: a sink that is written and never read).
 Tensor state_output(float *out, std::initializer_list<int64_t> extents);
 
+// While a CheckOnly lives on this thread, KernelArgs::run makes every check it makes before a
+// launch and returns without running the kernel: a variable-length call checks each of its
+// sequences' calls this way first, so that one refused comes before any output is written.
+class CheckOnly {
+ public:
+  CheckOnly();
+  ~CheckOnly();
+  CheckOnly(const CheckOnly &) = delete;
+  CheckOnly &operator=(const CheckOnly &) = delete;
+  static bool active();
+
+ private:
+  bool was_;
+};
+
 // The arguments of one kernel call, in the generator's order, and the call itself.
 class KernelArgs {
  public:

@@ -86,8 +86,16 @@ bool read_entry(const json::Value &e, size_t index, bool builtin, Entry *out, st
   return true;
 }
 
-// The table in `text`. A file (builtin false) must have been written for this library
-// version and for this machine's devices; the built-in table serves every machine.
+// "MAJOR.MINOR" of a version string "MAJOR.MINOR.PATCH" (the whole string if it has no patch).
+std::string minor_release(const std::string &version) {
+  const size_t first = version.find('.');
+  const size_t second = first == std::string::npos ? first : version.find('.', first + 1);
+  return version.substr(0, second);
+}
+
+// The table in `text`. A file (builtin false) must have been written by a library of this
+// major and minor version (patch releases keep the kernels' names and meaning) and for this
+// machine's devices; the built-in table serves every machine.
 bool read_table(const std::string &text, const std::string &name, bool builtin, Table *out, std::string *error) {
   json::Value file;
   std::string why;
@@ -100,7 +108,8 @@ bool read_table(const std::string &text, const std::string &name, bool builtin, 
     *error = name + " is not an fsattn tuning file (\"format\" must be \"fsattn-tuning-1\")";
     return false;
   }
-  if (!builtin && (library == nullptr || library->kind != json::Value::String || library->string != fsattn_version())) {
+  if (!builtin && (library == nullptr || library->kind != json::Value::String ||
+                   minor_release(library->string) != minor_release(fsattn_version()))) {
     *error = name + " is stale: written for fsattn " +
              (library != nullptr && library->kind == json::Value::String ? library->string : "(none)") +
              ", this is fsattn " + fsattn_version() + " (re-run fsattn-tune)";

@@ -36,7 +36,9 @@ std::vector<Sequence> sequences(const fsattn_dims *dims) {
 }
 
 fsattn_dims sequence_dims(const fsattn_dims *dims, int64_t len) {
-  return {1, len, dims->heads, dims->dk, dims->dv, nullptr, 0};
+  fsattn_dims d = *dims;  // every other field as the call's
+  d.batch = 1, d.seqlen = len, d.cu_seqlens = nullptr, d.num_seqs = 0;
+  return d;
 }
 
 fsattn_status varlen_memory(const char *function, const fsattn_exec *exec, VarlenMemory *mem) {

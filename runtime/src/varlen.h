@@ -55,6 +55,16 @@ fsattn_status forward_by_sequence(const VarlenMemory &mem, const fsattn_dims *di
                                   size_t o_size, const float *state_k_in, const float *state_v_in, float *o,
                                   float *state_k_out, float *state_v_out, Run run) {
   const size_t seqs = size_t(dims->num_seqs);
+  {
+    CheckOnly check;  // every sequence's call checked before any is run
+    for (const Sequence &s : sequences(dims)) {
+      if (s.len == 0) continue;
+      const fsattn_status status =
+          run(sequence_dims(dims, s.len), s, slice(state_k_in, s.index, nk), slice(state_v_in, s.index, nv),
+              slice(state_k_out, s.index, nk), slice(state_v_out, s.index, nv));
+      if (status != FSATTN_OK) return status;
+    }
+  }
   std::vector<float> copies[2];
   const float *ski = stable_input(mem, state_k_in, state_k_out, seqs * nk, copies[0]);
   const float *svi = stable_input(mem, state_v_in, state_v_out, seqs * nv, copies[1]);
@@ -138,6 +148,16 @@ fsattn_status backward_by_sequence(const VarlenMemory &mem, const char *function
   };
   for (SummedGradient &g : b.params) {
     if (const fsattn_status status = g.prepare(function); status != FSATTN_OK) return failed(status);
+  }
+  {
+    CheckOnly check;  // every sequence's call checked before any is run
+    for (const Sequence &s : sequences(dims)) {
+      if (s.len == 0) continue;
+      const fsattn_status status =
+          run(sequence_dims(dims, s.len), s, slice(ski, s.index, nk), slice(svi, s.index, nv), slice(dsk, s.index, nk),
+              slice(dsv, s.index, nv), slice(b.d_state_k_in, s.index, nk), slice(b.d_state_v_in, s.index, nv));
+      if (status != FSATTN_OK) return status;
+    }
   }
   for (const Sequence &s : sequences(dims)) {
     float *dski = slice(b.d_state_k_in, s.index, nk), *dsvi = slice(b.d_state_v_in, s.index, nv);

@@ -1,6 +1,6 @@
 // libFuzzer harness: drives every public function with arbitrary sizes, parameters and
 // null/non-null pointers over small real buffers. Build with -DFSATTN_FUZZ=ON and clang (see
-// the README's reliability section); every finding is a crash, a hang, a sanitizer report or
+// docs/testing.md, Reliability); every finding is a crash, a hang, a sanitizer report or
 // a broken contract (a trap below).
 //
 // Contract checked on every call: the status is a known one; a failure leaves a message; a
@@ -107,9 +107,10 @@ bool untouched(const Buffer &b) {
 }
 
 fsattn_exec fuzz_exec(FuzzedDataProvider &in, fsattn_op op) {
-  fsattn_exec e{FSATTN_DEVICE_CPU, nullptr, nullptr};
-  switch (in.ConsumeIntegralInRange<int>(0, 9)) {
+  fsattn_exec e{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
+  switch (in.ConsumeIntegralInRange<int>(0, 10)) {
     case 0: e.device = FSATTN_DEVICE_CUDA; break;
+    case 10: e.struct_size = in.ConsumeIntegralInRange<size_t>(0, sizeof(fsattn_exec) - 1); break;  // refused
     case 1: {
       // Any int may arrive from a C caller; stored without forming an out-of-range enum value.
       const int device = in.ConsumeIntegral<int>();
@@ -150,7 +151,7 @@ struct Dims {
 Dims fuzz_dims(FuzzedDataProvider &in) {
   static std::vector<int64_t> cu;
   Dims x;
-  x.d = {fuzz_size(in, INT32_MAX), fuzz_size(in, INT32_MAX), fuzz_size(in, FSATTN_MAX_HEADS),
+  x.d = {sizeof(fsattn_dims), fuzz_size(in, INT32_MAX), fuzz_size(in, INT32_MAX), fuzz_size(in, FSATTN_MAX_HEADS),
          fuzz_size(in, FSATTN_MAX_FEATURE), fuzz_size(in, FSATTN_MAX_FEATURE), nullptr, 0};
   x.valid = in_range(x.d.batch, 1, INT32_MAX) && in_range(x.d.seqlen, 1, INT32_MAX) &&
             in_range(x.d.heads, 1, FSATTN_MAX_HEADS) && in_range(x.d.dk, 1, FSATTN_MAX_FEATURE) &&
@@ -209,7 +210,7 @@ std::unique_ptr<IdaCall> fuzz_ida_call(FuzzedDataProvider &in, fsattn_op op) {
   c->gk = input(in, n * nhk), c->bk = input(in, n * nhk), c->gv = input(in, n * nhv), c->bv = input(in, n * nhv);
   c->log_dt = input(in, n * d.heads), c->are = input(in, n * nhm), c->aim = input(in, n * nhm);
   c->Bm = input(in, n * nB), c->C = input(in, n * nC), c->sk = input(in, n * c->nsk), c->sv = input(in, n * c->nsv);
-  c->p = {M, fuzz_float(in), c->gk.ptr(), c->bk.ptr(), c->gv.ptr(), c->bv.ptr(), c->log_dt.ptr(), c->are.ptr(),
+  c->p = {sizeof(fsattn_ida_params), M, fuzz_float(in), c->gk.ptr(), c->bk.ptr(), c->gv.ptr(), c->bv.ptr(), c->log_dt.ptr(), c->are.ptr(),
           c->aim.ptr(), c->Bm.ptr(), c->C.ptr()};
   c->null_p = in.ConsumeIntegralInRange<int>(0, 31) == 0;
   return c;
@@ -236,7 +237,7 @@ void fuzz_ida_backward(FuzzedDataProvider &in) {
   Buffer dldt = output(in, n * d.heads), dare = output(in, n * c->nhm), daim = output(in, n * c->nhm);
   Buffer dB = output(in, n * c->nB), dC = output(in, n * c->nC);
   Buffer dski = output(in, n * c->nsk), dsvi = output(in, n * c->nsv);
-  fsattn_ida_grads dp{dgk.ptr(), dbk.ptr(), dgv.ptr(), dbv.ptr(), dldt.ptr(), dare.ptr(), daim.ptr(), dB.ptr(), dC.ptr()};
+  fsattn_ida_grads dp{sizeof(fsattn_ida_grads), dgk.ptr(), dbk.ptr(), dgv.ptr(), dbv.ptr(), dldt.ptr(), dare.ptr(), daim.ptr(), dB.ptr(), dC.ptr()};
   const bool null_dp = in.ConsumeIntegralInRange<int>(0, 15) == 0;
   fsattn_status st = fsattn_ida_backward(&c->exec, &d, c->null_p ? nullptr : &c->p, c->q.ptr(), c->k.ptr(),
                                          c->v.ptr(), c->sk.ptr(), c->sv.ptr(), d_o.ptr(), dsko.ptr(), dsvo.ptr(),
@@ -261,7 +262,7 @@ void fuzz_ida_step(FuzzedDataProvider &in) {
 struct BlaCall {
   fsattn_exec exec;
   Dims dm;
-  fsattn_bla_params p{};
+  fsattn_bla_params p{sizeof(fsattn_bla_params)};
   bool valid;
   int64_t nq, nv, nsk, nsv;
   bool small;  // every buffer small enough to allocate here
@@ -380,7 +381,7 @@ void fuzz_tuning(FuzzedDataProvider &in) {
   if (st != FSATTN_OK) check(std::strlen(fsattn_last_error()) > 0);
   check(std::strlen(fsattn_tuning_info()) > 0);
   const fsattn_op op = fsattn_op(in.ConsumeIntegralInRange<int>(FSATTN_OP_IDA_FORWARD, FSATTN_OP_BLA_STEP));
-  const fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, nullptr};
+  const fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   const Dims dm = fuzz_dims(in);
   const char *v = fsattn_selected_variant(&exec, op, &dm.d, fuzz_size(in, FSATTN_MAX_FEATURE));
   check(v != nullptr ? std::strlen(v) > 0 : std::strlen(fsattn_last_error()) > 0);

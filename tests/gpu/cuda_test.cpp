@@ -3,7 +3,7 @@
 // state chaining and in-place states, bitwise determinism, agreement with the CPU kernels at
 // a shape that fills the GPU, two streams running different calls at once, decode steps, and
 // the checks of device pointers.
-#include "device_calls.h"
+#include "device.h"
 #include "expect_match.h"
 #include "poison.h"
 #include "shapes.h"
@@ -17,9 +17,21 @@
 using namespace fsattn;
 using namespace fsattn::test;
 
+#define FSATTN_REQUIRE_GPU()                                          \
+  do {                                                                \
+    std::string why_;                                                 \
+    if (::fsattn::test::gpu(&why_) == nullptr) GTEST_SKIP() << why_;  \
+  } while (0)
+
 namespace {
 
-constexpr double kForwardTol = 1e-5, kGradTol = 1e-4;  // SPEC.md §4
+// The harness's failed driver calls are this suite's failures.
+const bool kDriverFailuresFail = [] {
+  device_failure = [](const std::string &what) { ADD_FAILURE() << what; };
+  return true;
+}();
+
+constexpr double kForwardTol = 1e-5, kGradTol = 1e-4;  // docs/spec.md §4
 
 // The CUDA variants of an op: the hand schedules, or the autoscheduled baselines (which are
 // built for the CPU benchmark shape and refuse others, as on the CPU).
@@ -275,7 +287,7 @@ TEST(CudaStreams, TwoStreamsRunDifferentCallsConcurrently) {
 template <typename Case, typename Step>
 void check_steps_against_cpu(const Case &c, DeviceArena &a, const std::string &variant, const char *mixer,
                              const Step &step) {
-  const fsattn_exec cpu{FSATTN_DEVICE_CPU, nullptr, nullptr}, gpu_exec = cuda_exec(nullptr, variant.c_str());
+  const fsattn_exec cpu{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr}, gpu_exec = cuda_exec(nullptr, variant.c_str());
   std::vector<float> sk = c.state_k.f, sv = c.state_v.f;
   float *dsk = a.up(sk), *dsv = a.up(sv);
   fsattn_dims dims = c.dims();
@@ -444,9 +456,9 @@ TEST(CudaVarlen, BlaMatchesTheCpu) {
                dsv = m.add(u.d_state_v.f);
   const size_t o = m.out(n * 6), sko = m.out(kSeqs * nk), svo = m.out(kSeqs * nv), dq = m.out(n * 8),
                dk = m.out(n * 8), dv = m.out(n * 6), dlg = m.out(2), dski = m.out(kSeqs * nk), dsvi = m.out(kSeqs * nv);
-  fsattn_dims dims{1, kT, 2, 8, 6, kCu.data(), kSeqs};
+  fsattn_dims dims{sizeof(fsattn_dims), 1, kT, 2, 8, 6, kCu.data(), kSeqs};
   for (bool gpu_side : {false, true}) {
-    const fsattn_exec exec{gpu_side ? FSATTN_DEVICE_CUDA : FSATTN_DEVICE_CPU, nullptr, nullptr};
+    const fsattn_exec exec{sizeof(fsattn_exec), gpu_side ? FSATTN_DEVICE_CUDA : FSATTN_DEVICE_CPU, nullptr, nullptr};
     auto at = [&](size_t i) { return gpu_side ? m.d(i) : m.h(i); };
     fsattn_bla_params p = c.params();
     p.log_gamma = at(lg);
@@ -485,14 +497,14 @@ TEST(CudaVarlen, IdaMatchesTheCpu) {
                dk = m.out(n * 8), dv = m.out(n * 6), dski = m.out(kSeqs * nk), dsvi = m.out(kSeqs * nv);
   const size_t first_grad = m.host.size();
   for (size_t i = 0; i < 9; ++i) m.out(m.host[first_param + i].size());
-  fsattn_dims dims{1, kT, 2, 8, 6, kCu.data(), kSeqs};
+  fsattn_dims dims{sizeof(fsattn_dims), 1, kT, 2, 8, 6, kCu.data(), kSeqs};
   for (bool gpu_side : {false, true}) {
-    const fsattn_exec exec{gpu_side ? FSATTN_DEVICE_CUDA : FSATTN_DEVICE_CPU, nullptr, nullptr};
+    const fsattn_exec exec{sizeof(fsattn_exec), gpu_side ? FSATTN_DEVICE_CUDA : FSATTN_DEVICE_CPU, nullptr, nullptr};
     auto at = [&](size_t i) { return gpu_side ? m.d(i) : m.h(i); };
     const size_t P = first_param, G = first_grad;
-    const fsattn_ida_params p{5, c.eps, at(P), at(P + 1), at(P + 2), at(P + 3), at(P + 4), at(P + 5), at(P + 6),
+    const fsattn_ida_params p{sizeof(fsattn_ida_params), 5, c.eps, at(P), at(P + 1), at(P + 2), at(P + 3), at(P + 4), at(P + 5), at(P + 6),
                               at(P + 7), at(P + 8)};
-    const fsattn_ida_grads g{at(G), at(G + 1), at(G + 2), at(G + 3), at(G + 4), at(G + 5), at(G + 6), at(G + 7), at(G + 8)};
+    const fsattn_ida_grads g{sizeof(fsattn_ida_grads), at(G), at(G + 1), at(G + 2), at(G + 3), at(G + 4), at(G + 5), at(G + 6), at(G + 7), at(G + 8)};
     ASSERT_EQ(FSATTN_OK, fsattn_ida_forward(&exec, &dims, &p, at(q), at(k), at(v), at(ski), at(svi), at(o), at(sko),
                                             at(svo)))
         << fsattn_last_error();

@@ -1,8 +1,18 @@
 /* fsattn: ahead-of-time compiled Halide kernels for two fixed-state attention token mixers,
- * Interdomain Attention (IDA) and Blurry Window Attention (BLA).
+ * Interdomain Attention (IDA) and Blurry Window Attention (BLA). The math and this API's
+ * contract: docs/spec.md.
  *
- * C ABI, stable across versions: names, argument orders and struct layouts do not change;
- * struct fields are only ever added at the end.
+ * C ABI, stable within a major version (FSATTN_VERSION_MAJOR). Names and argument orders do
+ * not change. Every struct the caller fills starts with `struct_size`, which the caller sets
+ * to the struct's size as its header declares it: initialise each one with its
+ * FSATTN_*_INIT macro, then set the fields. The library reads only the bytes struct_size
+ * covers, so a caller built against an older header keeps working; fields are only ever
+ * added at the end, each 8 bytes wide, and a zero value of an added field keeps the older
+ * behaviour (fields planned: an element type and element strides of the activations). A
+ * struct_size of 0 (an uninitialised struct) or below this release's size is
+ * FSATTN_ERROR_INVALID_ARGUMENT; one above the size this library knows is accepted only if
+ * every byte the library does not know is zero, else FSATTN_ERROR_UNSUPPORTED (the caller set
+ * a field that this older library cannot honour).
  *
  * Layouts. Activations are row-major [B, T, H, D] (D contiguous). Complex tensors carry a
  * trailing dimension of 2 holding (re, im). Every pointer is caller-owned memory on the device
@@ -44,6 +54,10 @@
 extern "C" {
 #endif
 
+#define FSATTN_VERSION_MAJOR 1
+#define FSATTN_VERSION_MINOR 0
+#define FSATTN_VERSION_PATCH 0
+
 #define FSATTN_MAX_FEATURE 256   /* largest dk, dv, modes, slots */
 #define FSATTN_MAX_HEADS 65536   /* largest heads */
 #define FSATTN_BLA_MIN_PERIOD 1e-6  /* smallest BLA period W, in tokens */
@@ -60,6 +74,7 @@ typedef enum {
 typedef enum { FSATTN_DEVICE_CPU = 0, FSATTN_DEVICE_CUDA = 1 } fsattn_device;
 
 typedef struct {
+  size_t struct_size;    /* sizeof(fsattn_exec): FSATTN_EXEC_INIT */
   fsattn_device device;
   void *stream;          /* CUDA: the caller's cudaStream_t / CUstream (NULL: default stream) */
   const char *variant;   /* NULL: the variant the tuning table picks for the call's shape
@@ -67,15 +82,19 @@ typedef struct {
                             called kernel (see fsattn_variant_name); an unknown name is
                             FSATTN_ERROR_INVALID_ARGUMENT. */
 } fsattn_exec;
+#define FSATTN_EXEC_INIT {sizeof(fsattn_exec), FSATTN_DEVICE_CPU, NULL, NULL}
 
 typedef struct {
+  size_t struct_size;         /* sizeof(fsattn_dims): FSATTN_DIMS_INIT */
   int64_t batch, seqlen, heads, dk, dv;
   const int64_t *cu_seqlens;  /* NULL: dense batch. Else batch == 1 and this holds
                                  num_seqs + 1 offsets into the seqlen axis; states are per sequence */
   int64_t num_seqs;
 } fsattn_dims;
+#define FSATTN_DIMS_INIT {sizeof(fsattn_dims), 0, 0, 0, 0, 0, NULL, 0}
 
 typedef struct {
+  size_t struct_size;                  /* sizeof(fsattn_ida_params): FSATTN_IDA_PARAMS_INIT */
   int64_t modes;                       /* M */
   float eps;                           /* <= 0 means 1e-6 */
   const float *gk, *bk, *gv, *bv;      /* [H,Dk] [H,Dk] [H,Dv] [H,Dv] */
@@ -84,16 +103,20 @@ typedef struct {
   const float *B;                      /* [H,M,2] */
   const float *C;                      /* [H,M,M,2] */
 } fsattn_ida_params;
+#define FSATTN_IDA_PARAMS_INIT {sizeof(fsattn_ida_params), 0, 0.0f, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
 
 typedef struct {                       /* gradients, same shapes as the parameters, summed
                                           over the batch and the tokens; a NULL member (or a
                                           NULL fsattn_ida_grads pointer) is not written */
+  size_t struct_size;                  /* sizeof(fsattn_ida_grads): FSATTN_IDA_GRADS_INIT */
   float *gk, *bk, *gv, *bv, *log_dt, *A_re_log, *A_im, *B, *C;
 } fsattn_ida_grads;
+#define FSATTN_IDA_GRADS_INIT {sizeof(fsattn_ida_grads), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
 
 /* BLA positions are exact up to 2^53: the kernel reduces pos0 modulo W in double on the
    host, then forms each token's phase from it (pos0 + seqlen must not exceed 2^53). */
 typedef struct {
+  size_t struct_size;                  /* sizeof(fsattn_bla_params): FSATTN_BLA_PARAMS_INIT */
   int64_t modes;                       /* M >= 0 */
   double period;                       /* W >= FSATTN_BLA_MIN_PERIOD, any real */
   int64_t slots;                       /* S >= 1 */
@@ -101,6 +124,7 @@ typedef struct {
   int64_t pos0;                        /* absolute position of the first token (>= 0) */
   const float *log_gamma;              /* [H], each <= 0 */
 } fsattn_bla_params;
+#define FSATTN_BLA_PARAMS_INIT {sizeof(fsattn_bla_params), 0, 0.0, 0, 0.0f, 0, NULL}
 
 /* Variable-length batches: with dims->cu_seqlens, batch is 1 and the num_seqs sequences are
    concatenated along seqlen, sequence s holding tokens [cu_seqlens[s], cu_seqlens[s+1]);
@@ -159,7 +183,7 @@ fsattn_status fsattn_bla_step(const fsattn_exec *exec, const fsattn_dims *dims,
     const fsattn_bla_params *p, const float *q, const float *k, const float *v,
     float *state_k, float *state_v, float *o);
 
-/* The blurry window held by a BLA slot state (SPEC.md §2): reconstructs the key (or value)
+/* The blurry window held by a BLA slot state (docs/spec.md §2): reconstructs the key (or value)
    history by Dirichlet interpolation of the S slots,
        out[b,h,n,:] = (1/S) Σ_j D_M(a_j − (position − lags[n])) state[b,h,j,:],
    with a_j = j·W/S, D_M(x) = 1 + 2 Σ_{m=1..M} cos(2π m x / W). `position` is the absolute
@@ -175,6 +199,10 @@ fsattn_status fsattn_bla_interpolate(const fsattn_exec *exec, int64_t batch, int
     const double *lags, int64_t num_lags, const float *state, float *out);
 
 const char *fsattn_last_error(void);   /* this thread's message for its last failed call */
+/* A short description of a status ("ok", "invalid argument", ...); never NULL. */
+const char *fsattn_status_string(fsattn_status status);
+/* The library's version, "MAJOR.MINOR.PATCH": the one it was built as, which may be newer
+   than the FSATTN_VERSION_* of the header a caller was compiled with. */
 const char *fsattn_version(void);
 
 /* CPU kernels allocate their intermediates per call (IDA forward at B=2, T=2048, H=4,
@@ -229,11 +257,11 @@ const char *fsattn_variant_name(fsattn_op op, fsattn_device device, int index);
  * the sum of |log2| of the ratios of batch·heads, seqlen, dk, dv and features (the first
  * entry of equal distance wins). A variable-length call picks per sequence.
  *
- * The table in use is the built-in one (measured on an NVIDIA H200 and its host CPU: see the
- * README), or a file that fsattn-tune wrote on this machine: set FSATTN_TUNING to its path
+ * The table in use is the built-in one (measured on an NVIDIA H200 and its host CPU: see
+ * docs/tuning.md), or a file that fsattn-tune wrote on this machine: set FSATTN_TUNING to its path
  * before the first call, or call fsattn_load_tuning. A file is rejected, and the built-in
- * table used, when it does not parse, was written by another fsattn version, names a variant
- * this build lacks, or was measured on another CPU model or GPU than this machine's. Every
+ * table used, when it does not parse, was written by an fsattn of another major or minor
+ * version (a later patch release reads it), names a variant this build lacks, or was measured on another CPU model or GPU than this machine's. Every
  * variant computes the same function; results are bitwise reproducible for a given variant. */
 
 /* Replaces the table with the file at `path` (NULL: the built-in table). On failure returns

@@ -1,20 +1,32 @@
-// The GPU suites' helpers: a CUDA context on the test thread, device copies of host tensors,
-// and the test cases of test_util.h run through the CUDA entry points (inputs uploaded,
-// outputs poisoned with NaN on the device, results downloaded), returning the same result
-// structs as the CPU runners so that the same checks apply.
+// The harness on a GPU, for the GPU suite, the benchmark and the tuner: a CUDA context on the
+// calling thread, device copies of host tensors, and the cases of cases.h run through the
+// CUDA entry points (inputs uploaded, outputs poisoned with NaN on the device, results
+// downloaded), returning the same result structs as the CPU runners so the same checks apply.
 #pragma once
 
+#include "cases.h"
 #include "cuda_driver.h"
-#include "test_util.h"
-
-#include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace fsattn::test {
+
+// Where a failed driver call is reported: by default to stderr, ending the program; the GPU
+// suite makes it a test failure.
+inline void exit_on_failure(const std::string &what) {
+  std::fprintf(stderr, "fsattn harness: %s\n", what.c_str());
+  std::exit(1);
+}
+inline void (*device_failure)(const std::string &what) = exit_on_failure;
+
+inline void check_driver(cu::Result result, const char *call) {
+  if (result != cu::kSuccess) device_failure(std::string(call) + " failed with CUDA error " + std::to_string(int(result)));
+}
 
 // The driver with device 0's primary context current on this thread (as the CUDA runtime
 // API would make it), or NULL when there is no GPU (`why` says so).
@@ -35,12 +47,6 @@ inline const cu::Driver *gpu(std::string *why = nullptr) {
   return d;
 }
 
-#define FSATTN_REQUIRE_GPU()                                          \
-  do {                                                                \
-    std::string why_;                                                 \
-    if (::fsattn::test::gpu(&why_) == nullptr) GTEST_SKIP() << why_;  \
-  } while (0)
-
 // Device memory holding a copy of host floats; freed with the object.
 class DeviceTensor {
  public:
@@ -48,8 +54,8 @@ class DeviceTensor {
   explicit DeviceTensor(const std::vector<float> &host) : n_(host.size()) {
     if (n_ == 0) return;
     const cu::Driver *d = gpu();
-    EXPECT_EQ(d->MemAlloc(&p_, n_ * sizeof(float)), cu::kSuccess);
-    EXPECT_EQ(d->MemcpyHtoD(p_, host.data(), n_ * sizeof(float)), cu::kSuccess);
+    check_driver(d->MemAlloc(&p_, n_ * sizeof(float)), "cuMemAlloc");
+    check_driver(d->MemcpyHtoD(p_, host.data(), n_ * sizeof(float)), "cuMemcpyHtoD");
   }
   DeviceTensor(const DeviceTensor &) = delete;
   DeviceTensor &operator=(const DeviceTensor &) = delete;
@@ -60,8 +66,8 @@ class DeviceTensor {
   std::vector<float> download() const {
     std::vector<float> host(n_);
     if (n_ == 0) return host;
-    EXPECT_EQ(gpu()->CtxSynchronize(), cu::kSuccess);
-    EXPECT_EQ(gpu()->MemcpyDtoH(host.data(), p_, n_ * sizeof(float)), cu::kSuccess);
+    check_driver(gpu()->CtxSynchronize(), "cuCtxSynchronize");
+    check_driver(gpu()->MemcpyDtoH(host.data(), p_, n_ * sizeof(float)), "cuMemcpyDtoH");
     return host;
   }
 
@@ -84,7 +90,7 @@ class DeviceArena {
     for (const auto &t : all_) {
       if (t->ptr() == p) return t->download();
     }
-    ADD_FAILURE() << "not a device tensor of this arena";
+    device_failure("not a device tensor of this arena");
     return {};
   }
 
@@ -93,11 +99,11 @@ class DeviceArena {
 };
 
 inline fsattn_exec cuda_exec(void *stream = nullptr, const char *variant = nullptr) {
-  return {FSATTN_DEVICE_CUDA, stream, variant};
+  return {sizeof(fsattn_exec), FSATTN_DEVICE_CUDA, stream, variant};
 }
 
 inline fsattn_ida_params device_params(DeviceArena &a, const IdaCase &c) {
-  return {c.s.M, c.eps, a.up(c.gk), a.up(c.bk), a.up(c.gv), a.up(c.bv), a.up(c.log_dt), a.up(c.A_re_log),
+  return {sizeof(fsattn_ida_params), c.s.M, c.eps, a.up(c.gk), a.up(c.bk), a.up(c.gv), a.up(c.bv), a.up(c.log_dt), a.up(c.A_re_log),
           a.up(c.A_im), a.up(c.B), a.up(c.C)};
 }
 
@@ -140,7 +146,7 @@ inline IdaGradResult gpu_ida_backward(const IdaCase &c, const IdaUpstream &u, co
   DeviceArena a;
   const fsattn_ida_params p = device_params(a, c);
   float *dq = a.out(s.B * s.T * s.H * s.Dk), *dk = a.out(s.B * s.T * s.H * s.Dk), *dv = a.out(s.B * s.T * s.H * s.Dv);
-  const fsattn_ida_grads g{a.out(s.H * s.Dk), a.out(s.H * s.Dk), a.out(s.H * s.Dv), a.out(s.H * s.Dv),
+  const fsattn_ida_grads g{sizeof(fsattn_ida_grads), a.out(s.H * s.Dk), a.out(s.H * s.Dk), a.out(s.H * s.Dv), a.out(s.H * s.Dv),
                            a.out(s.H), a.out(s.H * s.M), a.out(s.H * s.M), a.out(s.H * s.M * 2),
                            a.out(s.H * s.M * s.M * 2)};
   float *dsk = a.out(s.B * s.H * s.M * s.Dk * 2), *dsv = a.out(s.B * s.H * s.M * s.Dv * 2);

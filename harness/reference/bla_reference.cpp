@@ -94,7 +94,7 @@ std::vector<double> head_state(const std::vector<double> &in, size_t offset, int
   return std::vector<double>(in.begin() + offset, in.begin() + offset + n);
 }
 
-// One token at position t of one (batch, head), SPEC.md §2: the write weights φ_t, then
+// One token at position t of one (batch, head), docs/spec.md §2: the write weights φ_t, then
 // Ks_t[j] = γ Ks_{t-1}[j] + φ_t[j] k_t (same for Vs), then π_t = softmax_j(scale Ks_t[j] · q_t)
 // with the max subtracted so exp cannot overflow.
 void bla_token(const BlaShape &s, const BlaParams &p, double gamma, int64_t t, const double *q, const double *k,

@@ -90,7 +90,7 @@ struct Head {
   }
 };
 
-// One token's feature maps (SPEC.md §1).
+// One token's feature maps (docs/spec.md §1).
 struct Features {
   std::vector<double> fq, kn, kt, vn, vt;  // kn = rms(xi(k)), vn = rms(v): before the affine
   Features(const IdaParams &p, int64_t h, int64_t Dk, int64_t Dv, const double *q, const double *k, const double *v)

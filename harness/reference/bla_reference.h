@@ -1,4 +1,4 @@
-// Float64 reference of BLA (SPEC.md §2), token by token, written straight from the spec.
+// Float64 reference of BLA (docs/spec.md §2), token by token, written straight from the spec.
 // Layouts are the API's: [B,T,H,D] activations, states [B,H,S,D].
 #pragma once
 
@@ -25,7 +25,7 @@ struct BlaOutputs {
   std::vector<double> state_k, state_v;  // [B,H,S,Dk] [B,H,S,Dv]
 };
 
-// Gradients of L = <d_o, o> + <d_state_k, Ks_T> + <d_state_v, Vs_T> (SPEC.md §2 "Backward"),
+// Gradients of L = <d_o, o> + <d_state_k, Ks_T> + <d_state_v, Vs_T> (docs/spec.md §2 "Backward"),
 // derived by hand (reverse recurrence over the stored per-token states). Empty d_state_* are
 // zero; the state gradients are those of the initial states.
 struct BlaGrads {
@@ -52,7 +52,7 @@ std::vector<double> bla_interpolate(int64_t B, int64_t H, int64_t D, int64_t M, 
                                     int64_t position, const std::vector<double> &lags,
                                     const std::vector<double> &state);
 
-// Two other forms of BLA from SPEC.md §2, for property tests:
+// Two other forms of BLA from docs/spec.md §2, for property tests:
 // the exact window (W = S = 2M+1, γ = 1, T ≤ W, zero initial state) is causal softmax attention
 // over the tokens plus S − t − 1 empty slots; returns o [B,T,H,Dv].
 std::vector<double> exact_window_attention(const BlaShape &s, double scale, const std::vector<double> &q,

@@ -1,4 +1,4 @@
-// Float64 reference of IDA (SPEC.md §1), token by token, written straight from the spec.
+// Float64 reference of IDA (docs/spec.md §1), token by token, written straight from the spec.
 // Layouts are the API's: [B,T,H,D] activations, complex as trailing (re, im).
 #pragma once
 
@@ -25,7 +25,7 @@ struct IdaOutputs {
   std::vector<double> state_k, state_v;  // [B,H,M,Dk,2] [B,H,M,Dv,2]
 };
 
-// Gradients of L = <d_o, o> + <d_state_k, Xk_T> + <d_state_v, Xv_T> (SPEC.md §1 "Backward"),
+// Gradients of L = <d_o, o> + <d_state_k, Xk_T> + <d_state_v, Xv_T> (docs/spec.md §1 "Backward"),
 // derived by hand (reverse recurrence over the stored per-token states). A complex value's
 // gradient is (∂L/∂re, ∂L/∂im). Empty d_state_* are zero; the state gradients are those of
 // the initial states.

@@ -1,5 +1,5 @@
 // Shared test helpers: random inputs (rounded to float32 for the kernels, widened for the
-// float64 reference), the error measure of SPEC.md §4, and IDA test cases.
+// float64 reference), the error measure of docs/spec.md §4, and IDA test cases.
 #pragma once
 
 #include "fsattn/fsattn.h"
@@ -53,9 +53,9 @@ struct IdaCase {
   Tensor32 state_k, state_v;  // empty: zero initial state
   float eps = 1e-6f;
 
-  fsattn_dims dims() const { return {s.B, s.T, s.H, s.Dk, s.Dv, nullptr, 0}; }
+  fsattn_dims dims() const { return {sizeof(fsattn_dims), s.B, s.T, s.H, s.Dk, s.Dv, nullptr, 0}; }
   fsattn_ida_params params() const {
-    return {s.M, eps, gk.ptr(), bk.ptr(), gv.ptr(), bv.ptr(), log_dt.ptr(), A_re_log.ptr(), A_im.ptr(),
+    return {sizeof(fsattn_ida_params), s.M, eps, gk.ptr(), bk.ptr(), gv.ptr(), bv.ptr(), log_dt.ptr(), A_re_log.ptr(), A_im.ptr(),
             B.ptr(), C.ptr()};
   }
   ref::IdaParams ref_params() const {
@@ -63,7 +63,7 @@ struct IdaCase {
   }
 };
 
-// S4D-Inv modes (SPEC.md §1) with the other parameters perturbed so every one matters.
+// S4D-Inv modes (docs/spec.md §1) with the other parameters perturbed so every one matters.
 inline IdaCase make_ida_case(ref::IdaShape s, uint64_t seed, bool with_state) {
   std::mt19937_64 rng(seed);
   IdaCase c;
@@ -115,7 +115,7 @@ ForwardResult run_forward(const Case &c, const Params &params, Forward forward, 
   r.o.assign(o_size, NAN);
   r.state_k.assign(state_k_size, NAN);
   r.state_v.assign(state_v_size, NAN);
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, variant};
   fsattn_dims dims = c.dims();
   r.status = forward(&exec, &dims, &params, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(), c.state_v.ptr(),
                      r.o.data(), r.state_k.data(), r.state_v.data());
@@ -153,7 +153,7 @@ struct IdaGradResult {
   fsattn_status status;
   std::vector<float> q, k, v, gk, bk, gv, bv, log_dt, A_re_log, A_im, B, C, state_k, state_v;
   fsattn_ida_grads params() {
-    return {gk.data(), bk.data(), gv.data(), bv.data(), log_dt.data(), A_re_log.data(), A_im.data(), B.data(),
+    return {sizeof(fsattn_ida_grads), gk.data(), bk.data(), gv.data(), bv.data(), log_dt.data(), A_re_log.data(), A_im.data(), B.data(),
             C.data()};
   }
 };
@@ -175,7 +175,7 @@ inline IdaGradResult run_ida_backward(const IdaCase &c, const IdaUpstream &u, co
   r.C.assign(s.H * s.M * s.M * 2, NAN);
   r.state_k.assign(s.B * s.H * s.M * s.Dk * 2, NAN);
   r.state_v.assign(s.B * s.H * s.M * s.Dv * 2, NAN);
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, variant};
   fsattn_dims dims = c.dims();
   fsattn_ida_params p = c.params();
   fsattn_ida_grads dp = r.params();
@@ -218,8 +218,8 @@ struct BlaCase {
   Tensor32 q, k, v, log_gamma;
   Tensor32 state_k, state_v;  // empty: zero initial state
 
-  fsattn_dims dims() const { return {s.B, s.T, s.H, s.Dk, s.Dv, nullptr, 0}; }
-  fsattn_bla_params params() const { return {s.M, s.W, s.S, scale, pos0, log_gamma.ptr()}; }
+  fsattn_dims dims() const { return {sizeof(fsattn_dims), s.B, s.T, s.H, s.Dk, s.Dv, nullptr, 0}; }
+  fsattn_bla_params params() const { return {sizeof(fsattn_bla_params), s.M, s.W, s.S, scale, pos0, log_gamma.ptr()}; }
   ref::BlaParams ref_params() const {
     return {log_gamma.d, scale > 0 ? double(scale) : 1 / std::sqrt(double(s.Dk)), pos0};
   }
@@ -293,7 +293,7 @@ inline BlaGradResult run_bla_backward(const BlaCase &c, const BlaUpstream &u, co
   r.log_gamma.assign(s.H, NAN);
   r.state_k.assign(s.B * s.H * s.S * s.Dk, NAN);
   r.state_v.assign(s.B * s.H * s.S * s.Dv, NAN);
-  fsattn_exec exec{FSATTN_DEVICE_CPU, nullptr, variant};
+  fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, variant};
   fsattn_dims dims = c.dims();
   fsattn_bla_params p = c.params();
   r.status = fsattn_bla_backward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(), c.state_v.ptr(),
