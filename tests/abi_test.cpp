@@ -15,6 +15,10 @@
 using namespace fsattn;
 using namespace fsattn::test;
 
+extern "C" const char *c_status_string(int status);
+extern "C" fsattn_status c_bla_step(const float *q, const float *k, const float *v, float *state_k, float *state_v,
+                                    float *o, const float *log_gamma);
+
 namespace {
 
 // The structs as a later release might declare them: this release's fields, then one more
@@ -187,10 +191,20 @@ TEST(Abi, VersionAndStatusStrings) {
   EXPECT_STREQ(fsattn_status_string(FSATTN_OK), "ok");
   EXPECT_STREQ(fsattn_status_string(FSATTN_ERROR_INVALID_ARGUMENT), "invalid argument");
   EXPECT_STREQ(fsattn_status_string(FSATTN_ERROR_INTERNAL), "internal error");
-  int unknown = 99;
-  fsattn_status s;
-  std::memcpy(&s, &unknown, sizeof s);  // any int may arrive from C
-  EXPECT_STREQ(fsattn_status_string(s), "unknown status");
+  EXPECT_STREQ(c_status_string(99), "unknown status");
+  EXPECT_STREQ(c_status_string(-1), "unknown status");
+}
+
+// A C caller's structs, set up by the macros, give the same step as the C++ harness's.
+TEST(Abi, CCallerWithInitMacros) {
+  BlaCase c = make_bla_case({1, 1, 2, 4, 4, 1, 8.0, 3}, 5, 9, 0.9, true);
+  std::vector<float> sk = c.state_k.f, sv = c.state_v.f, o(8, NAN);
+  ASSERT_EQ(c_bla_step(c.q.ptr(), c.k.ptr(), c.v.ptr(), sk.data(), sv.data(), o.data(), c.log_gamma.ptr()), FSATTN_OK)
+      << fsattn_last_error();
+  const BlaResult want = run_bla_forward(c);
+  ASSERT_EQ(want.status, FSATTN_OK) << fsattn_last_error();
+  EXPECT_LE(rel_error(o, want.o), 1e-6);
+  EXPECT_LE(rel_error(sk, want.state_k), 1e-6);
 }
 
 }  // namespace

@@ -22,12 +22,13 @@ function(run)
 endfunction()
 
 run(${LINKER} -r --whole-archive ${ARCHIVE} -o ${linked})
-# The names the Halide runtime's object defines: "archive[member]: address type name" lines.
+# The names the Halide runtime's object defines, from "archive:member: address type name"
+# lines (GNU nm writes no space after the member's colon, llvm-nm one).
 run(${NM} -A --defined-only -g ${ARCHIVE})
 string(REPLACE "\n" ";" lines "${out}")
 set(names "")
 foreach (line IN LISTS lines)
-  if (line MATCHES "\\.runtime\\.o:[0-9a-fA-F]* [A-Za-z] ([^ ]+)$")
+  if (line MATCHES "\\.runtime\\.o: ?[0-9a-fA-F]* [A-Za-z] ([^ ]+)$")
     list(APPEND names "${CMAKE_MATCH_1} fsattn_halide_${CMAKE_MATCH_1}")
   endif ()
 endforeach ()

@@ -410,7 +410,10 @@ void fuzz_others(FuzzedDataProvider &in) {
       if (name != nullptr) check(std::strlen(name) > 0);
       return;
     }
-    case 5: check(std::strlen(fsattn_version()) > 0); return;
+    case 5:
+      check(std::strlen(fsattn_version()) > 0);
+      check(std::strlen(fsattn_status_string(fsattn_status(in.ConsumeIntegralInRange<int>(0, 5)))) > 0);
+      return;
     case 6: fsattn_release_workspace(); return;
     default: fuzz_tuning(in); return;
   }
