@@ -7,6 +7,8 @@ packages=(
   libgtest-dev libbenchmark-dev          # tests and benchmarks
   zlib1g-dev libpng-dev                  # PNG plots written by the examples
   clang-14 libclang-rt-14-dev            # the sanitizer build and the API fuzzer (libFuzzer)
+  python3-dev python3-venv                # the Python package (python/); pip fetches its
+  python3-torch python3-pytest            #   build tools from PyPI, never PyTorch
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# All tests, in two builds: the release build (build/), then the runtime, tests and the API
-# fuzzer under AddressSanitizer and UndefinedBehaviorSanitizer with clang (build-san/). The
+# All tests, in two builds: the release build (build/) and the Python package over it, then
+# the runtime, tests and the API fuzzer under AddressSanitizer and UndefinedBehaviorSanitizer
+# with clang (build-san/). The
 # sanitizer build links the release build's kernels (FSATTN_KERNELS_FROM) rather than
 # generating them again: it checks the runtime and the calls, not the kernels' compiler.
 # The CUDA suite skips where there is no GPU (here, only how CUDA calls fail is checked); it
@@ -12,6 +13,11 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build -G Ninja -DFSATTN_VARIANTS=all
 cmake --build build
 ctest --test-dir build --output-on-failure -j2
+
+# The Python package over this build, on the CPU, with Debian's PyTorch (python/README.md).
+/usr/bin/python3 -m venv --system-site-packages build/python-venv
+FSATTN_BUILD_DIR="$PWD/build" build/python-venv/bin/pip install -q ./python
+(cd python && ../build/python-venv/bin/python -m pytest -q -p no:cacheprovider tests)
 
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-san -G Ninja -DFSATTN_SANITIZE=ON -DFSATTN_FUZZ=ON \
   -DFSATTN_BUILD_BENCH=OFF -DFSATTN_KERNELS_FROM="$PWD/build"

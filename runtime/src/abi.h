@@ -87,4 +87,18 @@ class StructReader {
   fsattn_status status_ = FSATTN_OK;
 };
 
+// The structs a mixer's entry point takes (exec, dims, its parameters), read in turn; read()
+// points the caller's pointers at the copies.
+template <typename Params>
+struct CallStructs {
+  fsattn_exec exec;
+  fsattn_dims dims;
+  Params params;
+  fsattn_status read(const char *function, const fsattn_exec *&e, const fsattn_dims *&d, const Params *&p) {
+    StructReader in(function);
+    e = in.read("exec", e, &exec), d = in.read("dims", d, &dims), p = in.read("p", p, &params);
+    return in.status();
+  }
+};
+
 }  // namespace fsattn

@@ -275,12 +275,8 @@ extern "C" fsattn_status fsattn_bla_forward(const fsattn_exec *exec, const fsatt
                                             const float *state_v_in, float *o, float *state_k_out,
                                             float *state_v_out) {
   return guarded("fsattn_bla_forward", [&] {
-    StructReader in("fsattn_bla_forward");
-    fsattn_exec e;
-    fsattn_dims d;
-    fsattn_bla_params pp;
-    exec = in.read("exec", exec, &e), dims = in.read("dims", dims, &d), p = in.read("p", p, &pp);
-    if (!in.ok()) return in.status();
+    CallStructs<fsattn_bla_params> s;
+    if (const fsattn_status st = s.read("fsattn_bla_forward", exec, dims, p); st != FSATTN_OK) return st;
     return bla_forward(exec, dims, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
   });
 }
@@ -292,12 +288,8 @@ extern "C" fsattn_status fsattn_bla_backward(const fsattn_exec *exec, const fsat
                                              const float *d_state_v_out, float *dq, float *dk, float *dv,
                                              float *d_log_gamma, float *d_state_k_in, float *d_state_v_in) {
   return guarded("fsattn_bla_backward", [&] {
-    StructReader in("fsattn_bla_backward");
-    fsattn_exec e;
-    fsattn_dims d;
-    fsattn_bla_params pp;
-    exec = in.read("exec", exec, &e), dims = in.read("dims", dims, &d), p = in.read("p", p, &pp);
-    if (!in.ok()) return in.status();
+    CallStructs<fsattn_bla_params> s;
+    if (const fsattn_status st = s.read("fsattn_bla_backward", exec, dims, p); st != FSATTN_OK) return st;
     return bla_backward(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk,
                         dv, d_log_gamma, d_state_k_in, d_state_v_in);
   });
@@ -307,12 +299,9 @@ extern "C" fsattn_status fsattn_bla_step(const fsattn_exec *exec, const fsattn_d
                                          const fsattn_bla_params *p, const float *q, const float *k,
                                          const float *v, float *state_k, float *state_v, float *o) {
   return guarded("fsattn_bla_step", [&] {
-    StructReader in("fsattn_bla_step");
-    fsattn_exec e;
-    fsattn_dims d;
-    fsattn_bla_params pp;
-    exec = in.read("exec", exec, &e), dims = in.read("dims", dims, &d), p = in.read("p", p, &pp);
-    return in.ok() ? bla_step(exec, dims, p, q, k, v, state_k, state_v, o) : in.status();
+    CallStructs<fsattn_bla_params> s;
+    const fsattn_status st = s.read("fsattn_bla_step", exec, dims, p);
+    return st == FSATTN_OK ? bla_step(exec, dims, p, q, k, v, state_k, state_v, o) : st;
   });
 }
 

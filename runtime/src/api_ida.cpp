@@ -233,12 +233,9 @@ extern "C" fsattn_status fsattn_ida_step(const fsattn_exec *exec, const fsattn_d
                                          const fsattn_ida_params *p, const float *q, const float *k,
                                          const float *v, float *state_k, float *state_v, float *o) {
   return guarded("fsattn_ida_step", [&] {
-    StructReader in("fsattn_ida_step");
-    fsattn_exec e;
-    fsattn_dims d;
-    fsattn_ida_params pp;
-    exec = in.read("exec", exec, &e), dims = in.read("dims", dims, &d), p = in.read("p", p, &pp);
-    return in.ok() ? ida_step(exec, dims, p, q, k, v, state_k, state_v, o) : in.status();
+    CallStructs<fsattn_ida_params> s;
+    const fsattn_status st = s.read("fsattn_ida_step", exec, dims, p);
+    return st == FSATTN_OK ? ida_step(exec, dims, p, q, k, v, state_k, state_v, o) : st;
   });
 }
 
@@ -250,12 +247,10 @@ extern "C" fsattn_status fsattn_ida_backward(const fsattn_exec *exec, const fsat
                                              const fsattn_ida_grads *dp, float *d_state_k_in,
                                              float *d_state_v_in) {
   return guarded("fsattn_ida_backward", [&] {
+    CallStructs<fsattn_ida_params> s;
+    if (const fsattn_status st = s.read("fsattn_ida_backward", exec, dims, p); st != FSATTN_OK) return st;
     StructReader in("fsattn_ida_backward");
-    fsattn_exec e;
-    fsattn_dims d;
-    fsattn_ida_params pp;
     fsattn_ida_grads g;
-    exec = in.read("exec", exec, &e), dims = in.read("dims", dims, &d), p = in.read("p", p, &pp);
     dp = in.read("dp", dp, &g);
     if (!in.ok()) return in.status();
     return ida_backward(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk,
@@ -269,12 +264,8 @@ extern "C" fsattn_status fsattn_ida_forward(const fsattn_exec *exec, const fsatt
                                             const float *state_v_in, float *o, float *state_k_out,
                                             float *state_v_out) {
   return guarded("fsattn_ida_forward", [&] {
-    StructReader in("fsattn_ida_forward");
-    fsattn_exec e;
-    fsattn_dims d;
-    fsattn_ida_params pp;
-    exec = in.read("exec", exec, &e), dims = in.read("dims", dims, &d), p = in.read("p", p, &pp);
-    if (!in.ok()) return in.status();
+    CallStructs<fsattn_ida_params> s;
+    if (const fsattn_status st = s.read("fsattn_ida_forward", exec, dims, p); st != FSATTN_OK) return st;
     return ida_forward(exec, dims, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
   });
 }
