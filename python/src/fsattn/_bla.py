@@ -56,11 +56,7 @@ def _bla_fwd_impl(
     B, T, H, Dk = q.shape
     Dv = v.shape[3]
     N, cu = _num_seqs(B, cu_seqlens)
-    o = q.new_empty((B, T, H, Dv))
-    if output_final_state:
-        sk, sv = q.new_empty((N, H, slots, Dk)), q.new_empty((N, H, slots, Dv))
-    else:
-        sk, sv = q.new_empty(0), q.new_empty(0)
+    o, sk, sv = _bla_fwd_outputs(q, v, N, slots, output_final_state)
     device, stream = _exec(q)
     with _guard(q):
         _ext.bla_forward(device, stream, _VARIANTS.get("bla_forward"), B, T, H, Dk, Dv, cu, N,
@@ -70,14 +66,19 @@ def _bla_fwd_impl(
     return o, sk, sv
 
 
-def _bla_fwd_fake(q, k, v, log_gamma, state_k, state_v, cu_seqlens, modes, period, slots, scale, pos0, output_final_state):
+def _bla_fwd_outputs(q, v, N, slots, output_final_state):
+    """o [B,T,H,Dv] and the final states [N,H,S,D] (empty when not wanted), unwritten."""
     B, T, H, Dk = q.shape
     Dv = v.shape[3]
-    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     o = q.new_empty((B, T, H, Dv))
     if output_final_state:
         return o, q.new_empty((N, H, slots, Dk)), q.new_empty((N, H, slots, Dv))
     return o, q.new_empty(0), q.new_empty(0)
+
+
+def _bla_fwd_fake(q, k, v, log_gamma, state_k, state_v, cu_seqlens, modes, period, slots, scale, pos0, output_final_state):
+    N = q.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    return _bla_fwd_outputs(q, v, N, slots, output_final_state)
 
 
 def _bla_bwd_impl(

@@ -79,11 +79,7 @@ def _ida_fwd_impl(
     Dv = v.shape[3]
     M = A_re_log.shape[1]
     N, cu = _num_seqs(B, cu_seqlens)
-    o = q.new_empty((B, T, H, Dv))
-    if output_final_state:
-        sk, sv = q.new_empty((N, H, M, Dk, 2)), q.new_empty((N, H, M, Dv, 2))
-    else:
-        sk, sv = q.new_empty(0), q.new_empty(0)
+    o, sk, sv = _ida_fwd_outputs(q, v, N, M, output_final_state)
     params = (gk.data_ptr(), bk.data_ptr(), gv.data_ptr(), bv.data_ptr(), log_dt.data_ptr(),
               A_re_log.data_ptr(), A_im.data_ptr(), B_.data_ptr(), C.data_ptr())
     device, stream = _exec(q)
@@ -94,15 +90,19 @@ def _ida_fwd_impl(
     return o, sk, sv
 
 
-def _ida_fwd_fake(q, k, v, gk, bk, gv, bv, log_dt, A_re_log, A_im, B_, C, state_k, state_v, cu_seqlens, eps, output_final_state):
+def _ida_fwd_outputs(q, v, N, M, output_final_state):
+    """o [B,T,H,Dv] and the final states [N,H,M,D,2] (empty when not wanted), unwritten."""
     B, T, H, Dk = q.shape
     Dv = v.shape[3]
-    M = A_re_log.shape[1]
-    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     o = q.new_empty((B, T, H, Dv))
     if output_final_state:
         return o, q.new_empty((N, H, M, Dk, 2)), q.new_empty((N, H, M, Dv, 2))
     return o, q.new_empty(0), q.new_empty(0)
+
+
+def _ida_fwd_fake(q, k, v, gk, bk, gv, bv, log_dt, A_re_log, A_im, B_, C, state_k, state_v, cu_seqlens, eps, output_final_state):
+    N = q.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    return _ida_fwd_outputs(q, v, N, A_re_log.shape[1], output_final_state)
 
 
 def _ida_bwd_impl(
