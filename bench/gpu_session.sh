@@ -13,7 +13,8 @@
 # bench/stage_gpu.sh BUILD NAME), alternated twice; firstcall: fsattn-first-call with the
 # driver's PTX cache disabled, then cold, then warm;
 # profile: per-kernel times of one call of each default forward at the benchmark shape, from Nsight
-# Compute; peers also times SDPA flash attention against sequence length for bench/plot.py,
+# Compute; python: builds the Python extension there (CMake, pybind11 from .whl/) over
+# .device/lib and runs python/tests, CUDA tests included; peers also times SDPA flash attention against sequence length for bench/plot.py,
 # and FLA's chunk_gsa where a copy of FLA's fla/ package is in .peers/, an ignored directory).
 # Logs and results go to $OUT (or ./gpu-results).
 set -uo pipefail
@@ -48,7 +49,7 @@ for step in "${steps[@]}"; do
       timeout 400 .device/fsattn-bench --benchmark_filter="${BENCH_FILTER:-cuda|step}" --benchmark_out="$OUT/bench.json" \
         --benchmark_out_format=json 2>&1 | tee -a "$log" | grep -E "cuda|step|Run" ;;
     compare)
-      filter='^(ida|bla)_forward(\+backward)?/cuda/cuda_c32_r4_l8$|_step/cuda[a-z0-9_]*/B=64$'
+      filter='^(ida|bla)_forward(\+backward)?/cuda/cuda_c32_r4_l8/iter|_step/cuda[a-z0-9_]*/B=64/'
       for r in 1 2; do
         for lib in .device/lib .device/lib-*; do
           [ -d "$lib" ] || continue
@@ -77,5 +78,13 @@ for step in "${steps[@]}"; do
       timeout 300 python3 bench/peer_gpu.py "${fla[@]}" --json "$OUT/peers.json" 2>&1 | tee -a "$log" | tail -15
       timeout 200 python3 bench/peer_gpu.py --methods sdpa_flash --seqlens 1024 2048 4096 8192 16384 32768 65536 \
         --json "$OUT/seqlen.json" 2>&1 | tee -a "$log" | tail -9 ;;
+    python)
+      py=/tmp/fsattn-python; rm -rf $py && mkdir -p $py/tree/runtime && cp -P .device/lib/libfsattn.so* $py/tree/runtime/
+      { cmake -S python -B $py/build -DFSATTN_BUILD_DIR=$py/tree -DPython_EXECUTABLE="$(command -v python3)" \
+          -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" > $py/cmake.log 2>&1 &&
+        cmake --build $py/build -j 8 >> $py/cmake.log 2>&1 && cp $py/build/_ext*.so python/src/fsattn/; } ||
+        { tail -20 $py/cmake.log | tee -a "$log"; continue; }
+      (cd python && PYTHONPATH=$PWD/src timeout 300 python3 -m pytest -q -p no:cacheprovider -rs tests) 2>&1 |
+        tee -a "$log" | tail -25 ;;
   esac
 done

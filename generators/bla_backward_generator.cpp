@@ -92,9 +92,9 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
     }
     if (get_target().has_feature(Target::CUDA)) {
       mins_at_zero(q, k, v, log_gamma, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk, dv, d_log_gamma, d_state_k_in, d_state_v_in);
-      schedule_bla_backward_cuda(stages, sums, cuda_knobs());
+      schedule_bla_backward_cuda(stages, sums, knobs(get_target()));
     } else {
-      schedule_bla_backward_cpu(stages, cpu_knobs(get_target()));
+      schedule_bla_backward_cpu(stages, knobs(get_target()));
     }
   }
 

@@ -82,9 +82,9 @@ class BlaForwardGenerator : public Generator<BlaForwardGenerator>, public ScanGe
 
     if (get_target().has_feature(Target::CUDA)) {
       mins_at_zero(q, k, v, log_gamma, state_k_in, state_v_in, o, state_k_out, state_v_out);
-      schedule_bla_forward_cuda(stages, cuda_knobs());
+      schedule_bla_forward_cuda(stages, knobs(get_target()));
     } else {
-      schedule_bla_forward_cpu(stages, cpu_knobs(get_target()));
+      schedule_bla_forward_cpu(stages, knobs(get_target()));
     }
   }
 

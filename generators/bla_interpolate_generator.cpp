@@ -1,6 +1,7 @@
 // Generator `bla_interpolate`: the blurry key or value window reconstructed from a BLA slot
 // state by Dirichlet interpolation (dirichlet.h). Schedules in schedules/.
 #include "dirichlet.h"
+#include "knob_params.h"
 #include "schedules/cpu.h"
 #include "schedules/cuda.h"
 
@@ -8,10 +9,8 @@ using namespace Halide;
 
 namespace fsattn {
 
-class BlaInterpolateGenerator : public Generator<BlaInterpolateGenerator> {
+class BlaInterpolateGenerator : public Generator<BlaInterpolateGenerator>, public KnobParams {
  public:
-  GeneratorParam<int> vector{"vector", 0};  // 0: the target's natural width
-  GeneratorParam<int> threads{"threads", 128};  // CUDA threads per block
 
   Input<Buffer<float>> state{"state", 4};  // [B,H,S,D] as (r, m, h, b)
   Input<Buffer<double>> lags{"lags", 1};   // [N] as (n): lag 0 is the newest token
@@ -36,14 +35,10 @@ class BlaInterpolateGenerator : public Generator<BlaInterpolateGenerator> {
     out.set_estimates({{0, D}, {0, N}, {0, H}, {0, B}});
     if (auto_schedule) return;
     if (get_target().has_feature(Target::CUDA)) {
-      CudaKnobs gpu;
-      gpu.threads = threads;
-      schedule_bla_interpolate_cuda(stages, gpu);
+      schedule_bla_interpolate_cuda(stages, knobs(get_target(), KnobScope::ALL));
       return;
     }
-    CpuKnobs knobs;
-    knobs.vector = vector > 0 ? int(vector) : get_target().natural_vector_size<float>();
-    schedule_bla_interpolate_cpu(stages, knobs);
+    schedule_bla_interpolate_cpu(stages, knobs(get_target(), KnobScope::ALL));
   }
 
  private:

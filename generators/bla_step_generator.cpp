@@ -49,10 +49,10 @@ class BlaStepGenerator : public Generator<BlaStepGenerator>, public StepGenerato
 
   void schedule() {
     if (get_target().has_feature(Target::CUDA)) {
-      schedule_bla_step_cuda(stages, cuda_knobs());
+      schedule_bla_step_cuda(stages, knobs(get_target()));
       return;
     }
-    schedule_bla_step_cpu(stages, cpu_knobs(get_target()));
+    schedule_bla_step_cpu(stages, knobs(get_target()));
   }
 
  private:

@@ -2,16 +2,15 @@
 // adds up the parameter gradients of the sequences of a variable-length backward pass on
 // CUDA with it, in sequence order (runtime/src/varlen.h), on the call's stream. The output
 // may be the memory of `total`. Schedule in schedules/.
+#include "knob_params.h"
 #include "schedules/cuda.h"
 
 using namespace Halide;
 
 namespace fsattn {
 
-class GradientSumGenerator : public Generator<GradientSumGenerator> {
+class GradientSumGenerator : public Generator<GradientSumGenerator>, public KnobParams {
  public:
-  GeneratorParam<int> threads{"threads", 128};  // CUDA threads per block
-
   Input<Buffer<float>> total{"total", 1};  // the sum so far
   Input<Buffer<float>> part{"part", 1};    // the next sequence's gradient
   Output<Buffer<float>> sum{"sum", 1};
@@ -25,9 +24,7 @@ class GradientSumGenerator : public Generator<GradientSumGenerator> {
     total.set_estimates({{0, 4096}});
     part.set_estimates({{0, 4096}});
     sum.set_estimates({{0, 4096}});
-    CudaKnobs gpu;
-    gpu.threads = threads;
-    schedule_gradient_sum_cuda(sum, gpu);
+    schedule_gradient_sum_cuda(sum, knobs(get_target(), KnobScope::ALL));
   }
 };
 

@@ -63,7 +63,7 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
       c_mix.dim(1).set_bounds(0, kM).dim(2).set_bounds(0, kM).dim(3).set_bounds(0, kH);
     }
     // NULL states and state gradients arrive as one-element zero buffers (see ida_forward).
-    // CUDA register tiles may run past the true channel and mode counts (schedules/cuda.cpp):
+    // CUDA register tiles may run past the true channel and mode counts (schedules/cuda/):
     // there the parameters are read through clamped indices.
     const bool clamp = get_target().has_feature(Target::CUDA);
     auto param = [&](Input<Buffer<float>> &p) { return clamp ? BoundaryConditions::repeat_edge(p) : Func(p); };
@@ -125,9 +125,9 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
     }
     if (get_target().has_feature(Target::CUDA)) {
       mins_at_zero(q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk, dv, d_gk, d_bk, d_gv, d_bv, d_log_dt, d_a_re_log, d_a_im, d_b_mode, d_c_mix, d_state_k_in, d_state_v_in);
-      schedule_ida_backward_cuda(stages, sums, cuda_knobs());
+      schedule_ida_backward_cuda(stages, sums, knobs(get_target()));
     } else {
-      schedule_ida_backward_cpu(stages, cpu_knobs(get_target()));
+      schedule_ida_backward_cpu(stages, knobs(get_target()));
     }
   }
 

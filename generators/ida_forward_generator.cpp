@@ -49,7 +49,7 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator>, public ScanGe
     }
     // A NULL initial state arrives as a one-element zero buffer; repeat_edge reads it
     // everywhere. A real state has the full extent, so the clamp never moves an index.
-    // CUDA register tiles may run past the true channel and mode counts (schedules/cuda.cpp):
+    // CUDA register tiles may run past the true channel and mode counts (schedules/cuda/):
     // there the parameters are read through clamped indices.
     const bool clamp = get_target().has_feature(Target::CUDA);
     auto param = [&](Input<Buffer<float>> &p) { return clamp ? BoundaryConditions::repeat_edge(p) : Func(p); };
@@ -89,9 +89,9 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator>, public ScanGe
 
     if (get_target().has_feature(Target::CUDA)) {
       mins_at_zero(q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k_in, state_v_in, o, state_k_out, state_v_out);
-      schedule_ida_forward_cuda(stages, cuda_knobs());
+      schedule_ida_forward_cuda(stages, knobs(get_target()));
     } else {
-      schedule_ida_forward_cpu(stages, cpu_knobs(get_target()));
+      schedule_ida_forward_cpu(stages, knobs(get_target()));
     }
   }
 

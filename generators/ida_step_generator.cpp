@@ -33,7 +33,7 @@ class IdaStepGenerator : public Generator<IdaStepGenerator>, public StepGenerato
 
   void generate() {
     // On CUDA (the per-state kernels) Halide 14 bounds some reads of the old states by whole
-    // tiles or lanes, not by their guards (schedules/cuda.cpp): the value state's kernel runs
+    // tiles or lanes, not by their guards (schedules/cuda/): the value state's kernel runs
     // over channels in whole tiles, and reads the state through a clamp on the channel (each
     // thread's own, formed once per thread; the values past Dv reach no output); the key
     // state's read copies each (re, im) pair at its partial sums' loop, and reads through a
@@ -49,7 +49,7 @@ class IdaStepGenerator : public Generator<IdaStepGenerator>, public StepGenerato
     state_k_out = stages.state_k_out;
     state_v_out = stages.state_v_out;
     // The outputs' shapes, stated (the runtime passes exactly these). Unstated, the CUDA
-    // schedule's fused kernels (schedules/cuda.cpp) guard each fused stage by its own range
+    // schedule's fused kernels (schedules/cuda/) guard each fused stage by its own range
     // of heads and sequences, and Halide 14 fails to split those guarded loops.
     const Expr B = q.dim(3).extent(), H = q.dim(1).extent(), M = a_im.dim(0).extent();
     o.dim(0).set_bounds(0, in.dv).dim(1).set_bounds(0, H).dim(2).set_bounds(0, 1).dim(3).set_bounds(0, B);
@@ -58,7 +58,7 @@ class IdaStepGenerator : public Generator<IdaStepGenerator>, public StepGenerato
       out->dim(3).set_bounds(0, H).dim(4).set_bounds(0, B);
     }
     // On CUDA each (re, im) pair of a state is loaded and stored as one 8-byte vector
-    // (schedules/cuda.cpp), which needs the pairs known to be 8-byte aligned: the states'
+    // (schedules/cuda/), which needs the pairs known to be 8-byte aligned: the states'
     // strides stated (dense, as the runtime passes them) and their memory 8-byte aligned (the
     // runtime refuses states that are not). (With two 4-byte loads, 46% of the key kernel's
     // sectors were excess: each load spans twice the sectors it uses.)
@@ -80,10 +80,10 @@ class IdaStepGenerator : public Generator<IdaStepGenerator>, public StepGenerato
 
   void schedule() {
     if (get_target().has_feature(Target::CUDA)) {
-      schedule_ida_step_cuda(stages, cuda_knobs());
+      schedule_ida_step_cuda(stages, knobs(get_target()));
       return;
     }
-    schedule_ida_step_cpu(stages, cpu_knobs(get_target()));
+    schedule_ida_step_cpu(stages, knobs(get_target()));
   }
 
  private:

@@ -28,7 +28,7 @@ IdaStepStages ida_step_algorithm(const IdaStepInputs &in) {
   const Cx lambda = s.modes.decay_pow(1, x.m, x.h), b = s.modes.write(x.m, 0, 0, x.h, 0);
   // The new state twice, alike: `next` for the write, `read` for the token's read of it, so
   // that a schedule can give the write a copy of its own of the old (re, im) pairs
-  // (schedules/cuda.cpp).
+  // (schedules/cuda/).
   auto advance = [&](CxFunc &next, CxFunc &read, Func &out, const Func &state, const Func &xs,
                      const std::string &name) {
     for (auto [f, suffix] : {std::pair(&next, "_new"), std::pair(&read, "_read")}) {
@@ -43,6 +43,9 @@ IdaStepStages ida_step_algorithm(const IdaStepInputs &in) {
   };
   advance(s.key_new, s.key_read, s.state_k_out, in.state_k, s.feat.kt, "state_k");
   advance(s.value_new, s.value_read, s.state_v_out, in.state_v, s.feat.vt, "state_v");
+  s.state_k_in = in.state_k;
+  s.state_v_in = in.state_v;
+  s.c_mix = in.c_mix;
 
   // p = Xk fq; w = G p as C^T (C p) (G = C^T C, plain transposes); o = Re(Xv^T w).
   auto c_at = [&](const Expr &row, const Expr &col) { return Cx(in.c_mix(0, col, row, x.h), in.c_mix(1, col, row, x.h)); };
@@ -80,6 +83,8 @@ BlaStepStages bla_step_algorithm(const BlaStepInputs &in) {
   };
   advance(s.key_new, s.state_k_out, in.state_k, in.k, "state_k");
   advance(s.value_new, s.state_v_out, in.state_v, in.v, "state_v");
+  s.v = in.v;
+  s.state_v_in = in.state_v;
 
   s.r_z = RDom(0, in.dk, "r_z");
   s.z = Func("z");

@@ -6,7 +6,7 @@
 // the new state is written, each element from the old one read in the same iteration;
 // nothing is allocated after the state is written, so a failed call leaves the state as it
 // was. On CUDA each thread reads the elements it writes before it writes them
-// (schedules/cuda.cpp), and a failed call fills every output with NaN, states included.
+// (schedules/cuda/), and a failed call fills every output with NaN, states included.
 #pragma once
 
 #include "bla_stages.h"
@@ -44,6 +44,8 @@ struct IdaStepStages {
   IdaModes modes;
   CxFunc key_new, value_new;    // (r, m, h, b): Λ X + B x, as the states' writes read it
   CxFunc key_read, value_read;  // the same, as the token's reads (p, o) read it
+  Halide::Func state_k_in, state_v_in;  // the old states as read: the inputs or their clamped views
+  Halide::Func c_mix;                   // (ri, col, row, h): the mixing as read
   Halide::Func state_k_out, state_v_out;  // (ri, r, m, h, b)
   CxFunc p, cp, w;       // (m, h, b): p = Xk fq, cp = C p, w = C^T cp
   Halide::Func o_sum;    // (r, h, t, b) = Re(Xv^T w)
@@ -63,6 +65,7 @@ struct BlaStepStages {
   ChunkGrid grid;
   BlaWrites writes;
   Halide::Func key_new, value_new;         // (r, m, h, b): γ X + φ x
+  Halide::Func v, state_v_in;              // v and the old value state as read (clamped views, or not)
   Halide::Func state_k_out, state_v_out;  // (r, m, h, b)
   Halide::Func z;              // (m, h, b) = Ks q
   Halide::Func zmax, ez, den;  // the softmax over slots

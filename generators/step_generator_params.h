@@ -1,33 +1,16 @@
-// GeneratorParams shared by the two decoding-step generators: the schedules' knobs
-// (schedules/knobs.h). A generator inherits this next to Halide::Generator<T>, as the scan
+// GeneratorParams shared by the two decoding-step generators: the schedule knobs of scope
+// STEP (knob_params.h). A generator inherits this next to Halide::Generator<T>, as the scan
 // generators inherit ScanGeneratorParams.
 #pragma once
 
 #include "Halide.h"
-#include "schedules/knobs.h"
+#include "knob_params.h"
 
 namespace fsattn {
 
-class StepGeneratorParams {
+class StepGeneratorParams : public KnobParams {
  public:
-  Halide::GeneratorParam<int> vector{"vector", 0};      // CPU: 0 = the target's natural width
-  Halide::GeneratorParam<int> threads{"threads", 128};  // CUDA threads per block
-  Halide::GeneratorParam<int> fused{"fused", 0};        // CUDA: 1 = the whole step one kernel
-  Halide::GeneratorParam<int> unroll{"unroll", 8};      // CUDA, fused: unrolling of the state loops
-
-  CpuKnobs cpu_knobs(const Halide::Target &target) const {
-    CpuKnobs k;
-    k.vector = vector > 0 ? int(vector) : target.natural_vector_size<float>();
-    return k;
-  }
-
-  CudaKnobs cuda_knobs() const {
-    CudaKnobs k;
-    k.threads = threads;
-    k.fused = fused;
-    k.unroll = unroll;
-    return k;
-  }
+  Knobs knobs(const Halide::Target &target) const { return KnobParams::knobs(target, KnobScope::STEP); }
 
   // Whether reads of the states go through clamps (the generators say which): only in the
   // per-state CUDA kernels, some of whose reads Halide bounds by whole tiles or lanes (the

@@ -22,7 +22,7 @@ constexpr TailStrategy kTileTail = TailStrategy::RoundUp;
 // wrapper, for the caller to place. Accumulating in f's own buffer instead loaded and stored
 // every accumulator at every step of the reduction: BLA forward (B=2 T=2048 H=4 D=S=64, this
 // 2-core AVX-512 Xeon) took 36 ms that way.
-Func reduce_in_registers(Func f, const Var &vec, const RVar &red, const Var &outer, const CpuKnobs &k) {
+Func reduce_in_registers(Func f, const Var &vec, const RVar &red, const Var &outer, const Knobs &k) {
   Var vo(vec.name() + "_vo"), vi(vec.name() + "_vi"), oo(outer.name() + "_oo"), oi(outer.name() + "_oi");
   Func tile = f.in();
   tile.tile(vec, outer, vo, oo, vi, oi, k.vector * k.tile_vectors, k.tile_rows, kTileTail)
@@ -37,7 +37,7 @@ Func reduce_in_registers(Func f, const Var &vec, const RVar &red, const Var &out
 // The scan's per-chunk carry in parallel over batch × head × chunk, then the serial pass over
 // chunks, parallel across batch × head. `vec` (the slot m or the channel r) is the dimension
 // the reads of this state vectorize over, so it is stored innermost.
-void schedule_scan_cpu(ScanStages &s, const ScanInputs &in, const Var &vec, const CpuKnobs &k) {
+void schedule_scan_cpu(ScanStages &s, const ScanInputs &in, const Var &vec, const Knobs &k) {
   const Vars &x = vars();
   const Var &other = vec.same_as(x.m) ? x.r : x.m;
   Var bh("bh"), chb("chb");
@@ -69,7 +69,7 @@ void schedule_scan_cpu(ScanStages &s, const ScanInputs &in, const Var &vec, cons
 // Pass 1 of one chunk, everything at (at, chb): the chunk's query · x products, the read
 // through the chunk's start state and the intra-chunk read.
 void schedule_channel_read_cpu(ChannelRead &rd, const ScanInputs &in, Func query, Func at, const Var &chb,
-                               const CpuKnobs &k) {
+                               const Knobs &k) {
   const Vars &x = vars();
   // The chunk's queries, copied once for the reads that broadcast them (per use, every
   // broadcast paid for the bounds selects of `chunked`); not for a query stored already.
@@ -83,7 +83,7 @@ void schedule_channel_read_cpu(ChannelRead &rd, const ScanInputs &in, Func query
 }
 
 // Pass 2 of one chunk, everything at (at, chb).
-void schedule_slot_read_cpu(SlotRead &rd, Func at, const Var &chb, const CpuKnobs &k) {
+void schedule_slot_read_cpu(SlotRead &rd, Func at, const Var &chb, const Knobs &k) {
   const Vars &x = vars();
   rd.out.compute_at(at, chb).vectorize(x.r, k.vector, kTail);
   rd.ud.func().compute_at(at, chb).vectorize(x.m, k.vector, kTail);
@@ -96,7 +96,7 @@ void schedule_slot_read_cpu(SlotRead &rd, Func at, const Var &chb, const CpuKnob
 
 // The output o(r, h, t, b) computed one chunk of tokens at a time, parallel over
 // chunk × batch × head; returns the fused parallel loop.
-Var schedule_output_cpu(Func o, const CpuKnobs &k) {
+Var schedule_output_cpu(Func o, const Knobs &k) {
   const Vars &x = vars();
   Var bh("bh"), chb("chb"), tc("tc"), ti("ti");
   o.split(x.t, tc, ti, k.chunk, TailStrategy::GuardWithIf).fuse(x.h, x.b, bh).fuse(tc, bh, chb)
@@ -110,7 +110,7 @@ namespace {
 
 // IDA's features, modes and pass 1 with the mixing, as the forward and the backward compute
 // them. `keep_norms`: the per-token norms and silu(k) are stored for a backward pass.
-void schedule_ida_pass1_cpu(IdaForwardStages &s, const CpuKnobs &k, bool keep_norms) {
+void schedule_ida_pass1_cpu(IdaForwardStages &s, const Knobs &k, bool keep_norms) {
   const Vars &x = vars();
   Var bh("bh"), chb("chb");
 
@@ -160,7 +160,7 @@ void schedule_ida_pass1_cpu(IdaForwardStages &s, const CpuKnobs &k, bool keep_no
 
 // A scan's state read by slots where it is stored for reads by channels (or the reverse):
 // a per-chunk copy with `vec` innermost, for the read stage `read`.
-void transposed_state_copy(const ScanStages &s, Func read, const Var &vec, Func at, const Var &chb, const CpuKnobs &k) {
+void transposed_state_copy(const ScanStages &s, Func read, const Var &vec, Func at, const Var &chb, const Knobs &k) {
   const Vars &x = vars();
   const Var &other = vec.same_as(x.m) ? x.r : x.m;
   Func(s.state.func()).in(read).compute_at(at, chb).reorder_storage(vec, other).vectorize(vec, k.vector, kTail);
@@ -168,7 +168,7 @@ void transposed_state_copy(const ScanStages &s, Func read, const Var &vec, Func 
 
 }  // namespace
 
-void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
+void schedule_ida_forward_cpu(IdaForwardStages &s, const Knobs &k) {
   const Vars &x = vars();
   Var bh("bh");
   schedule_ida_pass1_cpu(s, k, /*keep_norms=*/false);
@@ -187,7 +187,7 @@ void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k) {
 namespace {
 
 // BLA's write weights depend on the token only, not on batch or head: one table per call.
-void schedule_bla_writes_cpu(BlaWrites &w, const CpuKnobs &k) {
+void schedule_bla_writes_cpu(BlaWrites &w, const Knobs &k) {
   const Vars &x = vars();
   w.gamma_pow.compute_root();
   w.slot_rotor.compute_root();
@@ -196,13 +196,13 @@ void schedule_bla_writes_cpu(BlaWrites &w, const CpuKnobs &k) {
 }
 
 // γ^lag as L×L tables: computed per use it was a gather per element (BLA forward: 1.3 ms of 29).
-void schedule_decay_lag_cpu(Func decay_lag, const CpuKnobs &k) {
+void schedule_decay_lag_cpu(Func decay_lag, const Knobs &k) {
   decay_lag.compute_root().vectorize(vars().tau, k.vector, kTail);
 }
 
 // A stage (m, i, c, h, b) computed for every token, one chunk at a time in parallel; returns
 // the fused parallel loop.
-Var per_chunk_root(Func f, const CpuKnobs &k) {
+Var per_chunk_root(Func f, const Knobs &k) {
   const Vars &x = vars();
   Var bh("bh"), chb("chb");
   f.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.m, k.vector, kTail);
@@ -210,7 +210,7 @@ Var per_chunk_root(Func f, const CpuKnobs &k) {
 }
 
 // BLA's pass 1 (z) and softmax (π) of one chunk, at (at, chb).
-void schedule_bla_pi_cpu(BlaForwardStages &s, Func at, const Var &chb, const CpuKnobs &k) {
+void schedule_bla_pi_cpu(BlaForwardStages &s, Func at, const Var &chb, const Knobs &k) {
   const Vars &x = vars();
   s.z.out.func().compute_at(at, chb).vectorize(x.m, k.vector, kTail);
   schedule_channel_read_cpu(s.z, s.key_in, s.q, at, chb, k);
@@ -223,7 +223,7 @@ void schedule_bla_pi_cpu(BlaForwardStages &s, Func at, const Var &chb, const Cpu
 // slots is vectorized over tokens: a per-chunk copy of the write weight b with tokens
 // innermost (for the forward, b = φ; for the adjoints, dz or π).
 // Returns the output's parallel loop over chunks.
-Var schedule_bla_slot_output_cpu(Func out, SlotRead &rd, const ScanInputs &in, const CpuKnobs &k) {
+Var schedule_bla_slot_output_cpu(Func out, SlotRead &rd, const ScanInputs &in, const Knobs &k) {
   const Vars &x = vars();
   Var ochb = schedule_output_cpu(out, k);
   Func(in.write.func()).in(rd.e).compute_at(out, ochb).reorder_storage(x.i, x.m).vectorize(x.i, k.vector, kTail);
@@ -234,7 +234,7 @@ Var schedule_bla_slot_output_cpu(Func out, SlotRead &rd, const ScanInputs &in, c
 
 }  // namespace
 
-void schedule_bla_forward_cpu(BlaForwardStages &s, const CpuKnobs &k) {
+void schedule_bla_forward_cpu(BlaForwardStages &s, const Knobs &k) {
   const Vars &x = vars();
   Var bh("bh");
   schedule_bla_writes_cpu(s.writes, k);
@@ -252,7 +252,7 @@ void schedule_bla_forward_cpu(BlaForwardStages &s, const CpuKnobs &k) {
   }
 }
 
-void schedule_bla_backward_cpu(BlaBackwardStages &s, const CpuKnobs &k) {
+void schedule_bla_backward_cpu(BlaBackwardStages &s, const Knobs &k) {
   const Vars &x = vars();
   Var bh("bh");
   BlaForwardStages &f = s.fwd;
@@ -304,7 +304,7 @@ void schedule_bla_backward_cpu(BlaBackwardStages &s, const CpuKnobs &k) {
   }
 }
 
-void schedule_ida_backward_cpu(IdaBackwardStages &s, const CpuKnobs &k) {
+void schedule_ida_backward_cpu(IdaBackwardStages &s, const Knobs &k) {
   const Vars &x = vars();
   Var bh("bh");
   IdaForwardStages &f = s.fwd;
@@ -384,7 +384,7 @@ namespace {
 
 // A step's output o(r, h, t, b), parallel over batch × head, and its sum over modes or slots
 // `sum`, for each head and sequence inside o's parallel loop (one loop over them, not two).
-void schedule_step_output_cpu(Func o, Func sum, const CpuKnobs &k) {
+void schedule_step_output_cpu(Func o, Func sum, const Knobs &k) {
   const Vars &x = vars();
   Var bh("bh");
   o.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
@@ -396,7 +396,7 @@ void schedule_step_output_cpu(Func o, Func sum, const CpuKnobs &k) {
 
 // Decoding steps: parallel over batch × head, vectorized over channels. A new state element
 // is computed, both parts of a complex one, before it is stored, so the update may be in place.
-void schedule_ida_step_cpu(IdaStepStages &s, const CpuKnobs &k) {
+void schedule_ida_step_cpu(IdaStepStages &s, const Knobs &k) {
   const Vars &x = vars();
   Var bh("bh"), ro("ro"), rv("rv");
   s.modes.decay_pow.func().compute_root();
@@ -435,7 +435,7 @@ void schedule_ida_step_cpu(IdaStepStages &s, const CpuKnobs &k) {
   s.state_v_out.compute_with(s.o_sum.update(), bh);
 }
 
-void schedule_bla_step_cpu(BlaStepStages &s, const CpuKnobs &k) {
+void schedule_bla_step_cpu(BlaStepStages &s, const Knobs &k) {
   const Vars &x = vars();
   Var bh("bh");
   s.writes.gamma_pow.compute_root();
@@ -454,7 +454,7 @@ void schedule_bla_step_cpu(BlaStepStages &s, const CpuKnobs &k) {
   schedule_step_output_cpu(s.o, s.o_sum, k);
 }
 
-void schedule_bla_interpolate_cpu(DirichletInterpolation &d, const CpuKnobs &k) {
+void schedule_bla_interpolate_cpu(DirichletInterpolation &d, const Knobs &k) {
   const Vars &x = vars();
   Var bh("bh");
   d.slot_rotor.compute_root();

@@ -12,12 +12,12 @@
 
 namespace fsattn {
 
-void schedule_ida_forward_cpu(IdaForwardStages &s, const CpuKnobs &k);
-void schedule_ida_backward_cpu(IdaBackwardStages &s, const CpuKnobs &k);
-void schedule_bla_forward_cpu(BlaForwardStages &s, const CpuKnobs &k);
-void schedule_bla_backward_cpu(BlaBackwardStages &s, const CpuKnobs &k);
-void schedule_ida_step_cpu(IdaStepStages &s, const CpuKnobs &k);
-void schedule_bla_step_cpu(BlaStepStages &s, const CpuKnobs &k);
-void schedule_bla_interpolate_cpu(DirichletInterpolation &d, const CpuKnobs &k);
+void schedule_ida_forward_cpu(IdaForwardStages &s, const Knobs &k);
+void schedule_ida_backward_cpu(IdaBackwardStages &s, const Knobs &k);
+void schedule_bla_forward_cpu(BlaForwardStages &s, const Knobs &k);
+void schedule_bla_backward_cpu(BlaBackwardStages &s, const Knobs &k);
+void schedule_ida_step_cpu(IdaStepStages &s, const Knobs &k);
+void schedule_bla_step_cpu(BlaStepStages &s, const Knobs &k);
+void schedule_bla_interpolate_cpu(DirichletInterpolation &d, const Knobs &k);
 
 }  // namespace fsattn

@@ -2,7 +2,7 @@
 // its outermost block loop, and the runtime reads the names in the PTX it compiles
 // (runtime/src/ptx_budgets.cpp). A kernel whose name holds kWideKernel gets its variant's
 // budget (the kernel table's REGISTERS column, `registers=` in generators/CMakeLists.txt);
-// one whose name holds kLargeKernel (a large register tile: CudaKnobs::large_tile) gets
+// one whose name holds kLargeKernel (a large register tile: Knobs::large_tile) gets
 // kLargeRegisters; every other kernel gets Halide's 64 registers a thread.
 #pragma once
 

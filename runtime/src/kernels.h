@@ -45,7 +45,7 @@ bool parse_op(const std::string &name, fsattn_op *op);
 std::string device_name(fsattn_device device, std::string *why);
 
 // A CUDA scan kernel runs its chunks, heads and batch elements along grid dimensions of at
-// most 65535 blocks (schedules/cuda.cpp), a CUDA step its heads and sequences: a call with
+// most 65535 blocks (schedules/cuda/tiles.cpp), a CUDA step its heads and sequences: a call with
 // more is refused as unsupported, with the remedy in the message. FSATTN_OK for every other
 // kernel.
 fsattn_status check_cuda_grid(const char *function, const Kernel &k, const fsattn_dims *dims);
