@@ -113,8 +113,10 @@ TEST(Tuning, BadFilesAreRefusedAndTheBuiltInTableUsed) {
   const BadFile bad[] = {
       {"empty", "", "not valid JSON (line 1, column 1"},
       {"truncated", table(ok_entry).substr(0, 60), "not valid JSON"},
-      {"trailing", table(ok_entry) + " x", "text after the JSON value"},
+      {"trailing", table(ok_entry) + " x", "expected end of input"},
       {"deep", std::string(100, '[') + std::string(100, ']'), "nested more than 32 levels"},
+      {"very_deep", std::string(100000, '[') + std::string(100000, ']'), "nested more than 32 levels"},
+      {"nul", table(ok_entry) + std::string(1, '\0') + "x", "a NUL character"},
       {"not_tuning", "{\"entries\": []}", "not an fsattn tuning file"},
       {"stale_version", table(ok_entry, "0.0.0"), "stale: written for fsattn 0.0.0"},
       {"next_minor", table(ok_entry, release(FSATTN_VERSION_MAJOR, FSATTN_VERSION_MINOR + 1, 0)), "stale: written for"},
@@ -124,7 +126,7 @@ TEST(Tuning, BadFilesAreRefusedAndTheBuiltInTableUsed) {
       {"unknown_op", table(entry("ida_sideways", "cpu_c16", 1, 64)), "entries[0]: \"op\""},
       {"bad_device", table(entry("ida_forward", "cpu_c16", 1, 64, "tpu")), "\"device\" must be"},
       {"zero_batch", table(entry("ida_forward", "cpu_c16", 0, 64)), "\"batch\" as a positive integer"},
-      {"bad_escape", "{\"format\": \"fsattn-tuning-1\\q\"}", "unknown escape"},
+      {"bad_escape", "{\"format\": \"fsattn-tuning-1\\q\"}", "forbidden character after backslash"},
   };
   for (const BadFile &b : bad) {
     SCOPED_TRACE(b.name);
