@@ -5,6 +5,7 @@ packages=(
   build-essential cmake ninja-build      # toolchain
   libhalide14-0-dev llvm-14-dev          # Halide 14 and the LLVM it was built with
   libgtest-dev libbenchmark-dev          # tests and benchmarks
+  nlohmann-json3-dev libcli11-dev        # header-only: JSON (tuning files), the tools' options
   zlib1g-dev libpng-dev                  # PNG plots written by the examples
   clang-14 libclang-rt-14-dev            # the sanitizer build and the API fuzzer (libFuzzer)
   python3-dev python3-venv                # the Python package (python/); pip fetches its

@@ -10,6 +10,9 @@
 // The autoscheduled baselines are not candidates: they serve only the benchmark's sizes.
 #include "op_calls.h"
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -55,52 +58,56 @@ std::vector<std::string> candidates(fsattn_op op, fsattn_device device) {
   return test::variants(op, device, test::Schedules::kHand);
 }
 
-[[noreturn]] void usage(const std::string &why) {
-  std::fprintf(stderr,
-               "fsattn-tune: %s\n"
-               "usage: fsattn-tune [--device cpu|cuda|all] [--op NAME]... [--shape B,T,H,DK,DV,F]...\n"
-               "                   [--runs N] [--out FILE]\n"
-               "  ops: ida_forward ida_backward bla_forward bla_backward ida_step bla_step\n"
-               "  F: IDA modes or BLA slots. Defaults: every device present, every op, a shape set per\n"
-               "  device, 10 runs on the GPU and 5 on the CPU, --out fsattn_tuning.json.\n",
-               why.c_str());
-  std::exit(2);
+// "B,T,H,DK,DV,F" as six positive integers.
+bool parse_shape(const std::string &text, OpShape *s) {
+  char tail = 0;
+  return std::sscanf(text.c_str(), "%ld,%ld,%ld,%ld,%ld,%ld%c", &s->batch, &s->seqlen, &s->heads, &s->dk, &s->dv,
+                     &s->features, &tail) == 6 &&
+         s->batch >= 1 && s->seqlen >= 1 && s->heads >= 1 && s->dk >= 1 && s->dv >= 1 && s->features >= 1;
 }
 
+// The command line; a bad one exits with status 2 and a message, --help with 0.
 Options parse(int argc, char **argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") usage("times every variant and writes a tuning file");
-    if (i + 1 >= argc) usage(a + " needs a value");
-    const std::string v = argv[++i];
-    if (a == "--device") {
-      if (v == "cpu" || v == "all") o.devices.push_back(FSATTN_DEVICE_CPU);
-      if (v == "cuda" || v == "all") o.devices.push_back(FSATTN_DEVICE_CUDA);
-      if (v != "cpu" && v != "cuda" && v != "all") usage("unknown device '" + v + "'");
-    } else if (a == "--op") {
-      bool found = false;
-      for (fsattn_op op : kTunedOps) {
-        if (v == fsattn_op_name(op)) o.ops.push_back(op), found = true;
-      }
-      if (!found) usage("unknown op '" + v + "'");
-    } else if (a == "--shape") {
-      OpShape s{};
-      char tail = 0;
-      if (std::sscanf(v.c_str(), "%ld,%ld,%ld,%ld,%ld,%ld%c", &s.batch, &s.seqlen, &s.heads, &s.dk, &s.dv,
-                      &s.features, &tail) != 6 ||
-          s.batch < 1 || s.seqlen < 1 || s.heads < 1 || s.dk < 1 || s.dv < 1 || s.features < 1) {
-        usage("--shape takes six positive integers B,T,H,DK,DV,F, not '" + v + "'");
-      }
-      o.shapes.push_back(s);
-    } else if (a == "--runs") {
-      o.runs = std::atoi(v.c_str());
-      if (o.runs < 1 || o.runs > 1000) usage("--runs takes 1 to 1000");
-    } else if (a == "--out") {
-      o.out = v;
-    } else {
-      usage("unknown option '" + a + "'");
+  std::vector<std::string> devices, ops, shapes;
+  std::vector<std::string> op_names;
+  for (fsattn_op op : kTunedOps) op_names.push_back(fsattn_op_name(op));
+
+  CLI::App app{"fsattn-tune: times every hand-scheduled variant of each op and writes a tuning file"};
+  app.footer("F is the IDA modes or BLA slots.");
+  app.add_option("--device", devices, "cpu, cuda or all, repeatable (default: every device present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "all"}));
+  app.add_option("--op", ops, "an op to tune, repeatable (default: every op)")->check(CLI::IsMember(op_names));
+  app.add_option("--shape", shapes, "B,T,H,DK,DV,F to time at, repeatable (default: a set per device)")
+      ->check([](const std::string &v) {
+        OpShape s{};
+        return parse_shape(v, &s) ? std::string() : "takes six positive integers B,T,H,DK,DV,F, not '" + v + "'";
+      });
+  app.add_option("--runs", o.runs, "timed calls per variant, 1 to 1000 (default: 10 on the GPU, 5 on the CPU)")
+      ->check(CLI::Range(1, 1000))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--out", o.out, "the tuning file to write")
+      ->capture_default_str()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    std::exit(app.exit(e) == 0 ? 0 : 2);  // app.exit prints the help or the error
+  }
+
+  for (const std::string &d : devices) {
+    if (d == "cpu" || d == "all") o.devices.push_back(FSATTN_DEVICE_CPU);
+    if (d == "cuda" || d == "all") o.devices.push_back(FSATTN_DEVICE_CUDA);
+  }
+  for (const std::string &name : ops) {
+    for (fsattn_op op : kTunedOps) {
+      if (name == fsattn_op_name(op)) o.ops.push_back(op);
     }
+  }
+  for (const std::string &text : shapes) {
+    OpShape s{};
+    parse_shape(text, &s);  // checked above
+    o.shapes.push_back(s);
   }
   if (o.ops.empty()) o.ops.assign(std::begin(kTunedOps), std::end(kTunedOps));
   if (o.devices.empty()) {
@@ -132,15 +139,6 @@ std::string shape_text(const OpShape &s) {
   return t.str();
 }
 
-std::string json_string(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out + "\"";
-}
-
 std::string utc_now() {
   char buf[32];
   const std::time_t now = std::time(nullptr);
@@ -154,36 +152,41 @@ std::string ms_text(double ms) {
   return buf;
 }
 
+// The tuning file (docs/tuning.md): its keys in this order, the times rounded as printed.
 bool write_file(const std::string &path, const std::vector<Result> &results) {
-  std::ofstream f(path);
-  f << "{\n  \"format\": \"fsattn-tuning-1\",\n  \"library\": " << json_string(fsattn_version()) << ",\n";
-  f << "  \"cpu\": " << json_string(fsattn_device_name(FSATTN_DEVICE_CPU)) << ",\n";
-  if (const char *gpu = fsattn_device_name(FSATTN_DEVICE_CUDA)) f << "  \"gpu\": " << json_string(gpu) << ",\n";
+  using Json = nlohmann::ordered_json;  // keeps the keys in insertion order
+  Json file;
+  file["format"] = "fsattn-tuning-1";
+  file["library"] = fsattn_version();
+  if (const char *cpu = fsattn_device_name(FSATTN_DEVICE_CPU)) file["cpu"] = cpu;
+  if (const char *gpu = fsattn_device_name(FSATTN_DEVICE_CUDA)) file["gpu"] = gpu;
 #ifdef FSATTN_BENCH_CUDA
   int version = 0;
   if (const cu::Driver *d = cu::driver(nullptr); d != nullptr && d->DriverGetVersion(&version) == cu::kSuccess) {
-    f << "  \"cuda_driver\": \"" << version / 1000 << "." << version % 1000 / 10 << "\",\n";
+    file["cuda_driver"] = std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
   }
 #endif
-  f << "  \"written\": \"" << utc_now() << "\",\n  \"entries\": [";
-  bool first = true;
+  file["written"] = utc_now();
+  Json entries = Json::array();
   for (const Result &r : results) {
     if (r.best < 0) continue;
     const OpShape &s = r.shape;
-    f << (first ? "\n" : ",\n") << "    {\"op\": \"" << fsattn_op_name(r.op) << "\", \"device\": \"" << device_key(r.device)
-      << "\", \"shape\": {\"batch\": " << s.batch << ", \"seqlen\": " << s.seqlen << ", \"heads\": " << s.heads
-      << ", \"dk\": " << s.dk << ", \"dv\": " << s.dv << ", \"features\": " << s.features << "},\n     \"variant\": \""
-      << r.times[r.best].variant << "\", \"runs\": " << r.runs << ", \"ms\": {";
-    bool first_time = true;
+    Json ms = Json::object();
     for (const Timed &t : r.times) {
-      if (t.ms < 0) continue;
-      f << (first_time ? "" : ", ") << "\"" << t.variant << "\": " << ms_text(t.ms);
-      first_time = false;
+      if (t.ms >= 0) ms[t.variant] = std::strtod(ms_text(t.ms).c_str(), nullptr);
     }
-    f << "}}";
-    first = false;
+    entries.push_back({{"op", fsattn_op_name(r.op)},
+                       {"device", device_key(r.device)},
+                       {"shape", {{"batch", s.batch}, {"seqlen", s.seqlen}, {"heads", s.heads}, {"dk", s.dk},
+                                  {"dv", s.dv}, {"features", s.features}}},
+                       {"variant", r.times[r.best].variant},
+                       {"runs", r.runs},
+                       {"ms", ms}});
   }
-  f << "\n  ]\n}\n";
+  file["entries"] = entries;
+  // replace: a name with bytes that are not UTF-8 (a CPU model string) is written, not thrown.
+  std::ofstream f(path);
+  f << file.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
   return bool(f);
 }
 

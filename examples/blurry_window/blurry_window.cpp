@@ -6,6 +6,7 @@
 // one PNG, a panel per setting. Exits non-zero if a check or the PNG write fails.
 //
 // Usage: fsattn-blurry-window [out.png]   (default blurry_window.png)
+#include <CLI/CLI.hpp>
 #include <fsattn/fsattn.h>
 #include <png.h>
 
@@ -260,7 +261,14 @@ void draw_panel(Canvas &c, const Panel &p, int top, double vmin, double vmax, bo
 }  // namespace
 
 int main(int argc, char **argv) {
-  const std::string path = argc > 1 ? argv[1] : "blurry_window.png";
+  std::string path = "blurry_window.png";
+  CLI::App app{"fsattn-blurry-window: draws what a BLA slot state remembers, checked against float64"};
+  app.add_option("out", path, "the PNG to write")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e) == 0 ? 0 : 2;  // app.exit prints the help or the error
+  }
   const std::vector<std::pair<int, double>> settings = {{2, 64}, {6, 64}, {16, 64}, {31, 64}};
 
   std::vector<Panel> panels;

@@ -3,7 +3,7 @@
 #include "status.h"
 #include "validate.h"
 
-#include "json.h"
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdlib>
@@ -18,6 +18,8 @@
 namespace fsattn {
 
 namespace {
+
+using Json = nlohmann::json;
 
 // runtime/tuning/builtin.json, as the string kBuiltinTuning.
 #include "builtin_tuning.inc"
@@ -34,53 +36,108 @@ struct Table {
   std::string info;  // what fsattn_tuning_info says
 };
 
-// A table description's device part: "NVIDIA H200 (compute capability 9.0)".
-std::string gpu_of(const json::Value &file) {
-  const json::Value *g = file.find("gpu");
-  return g != nullptr && g->kind == json::Value::String ? g->string : std::string();
-}
+// A tuning file's values lie at most 4 levels deep. nlohmann's parser keeps its stack on the
+// heap, but copying or printing a parsed value recurses: values deeper than this are dropped
+// while parsing (a parser callback) and the file refused, so no file can exhaust the stack.
+constexpr int kMaxDepth = 32;
 
-bool positive_integer(const json::Value *v, int64_t *out) {
-  if (v == nullptr || v->kind != json::Value::Number || !(v->number >= 1 && v->number <= 9.2e18) ||
-      v->number != std::floor(v->number)) {
+// Parses `text` into *out; on failure returns false with the reason in *why, naming the line
+// and column where nlohmann gives them. Its exceptions carry that position, so they are
+// thrown and caught here: none leaves this function (the C API never throws).
+bool parse_json(const std::string &text, Json *out, std::string *why) {
+  // nlohmann reads a NUL as the end of the input: refuse it rather than ignore what follows.
+  if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+    *why = "byte " + std::to_string(nul + 1) + ": a NUL character";
     return false;
   }
-  *out = int64_t(v->number);
+  bool too_deep = false;
+  const Json::parser_callback_t limit_depth = [&too_deep](int depth, Json::parse_event_t, Json &) {
+    too_deep |= depth > kMaxDepth;
+    return depth <= kMaxDepth;  // false: the value is not kept
+  };
+  try {
+    *out = Json::parse(text, limit_depth);
+  } catch (const Json::exception &e) {  // parse_error, or out_of_range for a number like 1e999
+    // what() is "[json.exception.parse_error.101] parse error at line 1, column 9: ...".
+    *why = e.what();
+    const size_t tag = why->find("] ");
+    if (tag != std::string::npos) why->erase(0, tag + 2);
+    const std::string prefix = "parse error at ";
+    if (why->compare(0, prefix.size(), prefix) == 0) why->erase(0, prefix.size());
+    return false;
+  }
+  if (too_deep) *why = "nested more than " + std::to_string(kMaxDepth) + " levels deep";
+  return !too_deep;
+}
+
+// The member `key` of `v`, or NULL (also when `v` is not an object).
+const Json *member(const Json &v, const char *key) {
+  const auto it = v.find(key);  // end() when `v` is not an object
+  return it != v.end() ? &*it : nullptr;
+}
+
+// The member `key` of `v` if it is a string, else NULL.
+const std::string *string_member(const Json &v, const char *key) {
+  const Json *m = member(v, key);
+  return m != nullptr ? m->get_ptr<const Json::string_t *>() : nullptr;  // NULL if not a string
+}
+
+// A table description's device part: "NVIDIA H200 (compute capability 9.0)".
+std::string gpu_of(const Json &file) {
+  const std::string *g = string_member(file, "gpu");
+  return g != nullptr ? *g : std::string();
+}
+
+// A number in [1, 9.2e18] with no fraction: 4, also 4.0 or 4e0. (The types are checked
+// before each get<>, which then cannot throw.)
+bool positive_integer(const Json *v, int64_t *out) {
+  constexpr uint64_t kMax = 9'200'000'000'000'000'000u;
+  if (v != nullptr && v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    if (u < 1 || u > kMax) return false;
+    *out = int64_t(u);
+    return true;
+  }
+  if (v == nullptr || !v->is_number_float()) return false;  // not a number, or a negative integer
+  const double d = v->get<double>();
+  if (!(d >= 1 && d <= double(kMax)) || d != std::floor(d)) return false;
+  *out = int64_t(d);
   return true;
 }
 
 // One entry of the file's "entries" array. builtin: an entry whose variant this build lacks
 // is skipped (false with an empty error), not an error.
-bool read_entry(const json::Value &e, size_t index, bool builtin, Entry *out, std::string *error) {
+bool read_entry(const Json &e, size_t index, bool builtin, Entry *out, std::string *error) {
   const std::string where = "entries[" + std::to_string(index) + "]";
-  const json::Value *op = e.find("op"), *device = e.find("device"), *shape = e.find("shape"),
-                    *variant = e.find("variant");
-  if (op == nullptr || op->kind != json::Value::String || !parse_op(op->string, &out->op)) {
+  const std::string *op = string_member(e, "op"), *device = string_member(e, "device"),
+                    *variant = string_member(e, "variant");
+  if (op == nullptr || !parse_op(*op, &out->op)) {
     *error = where + ": \"op\" must name an op (ida_forward, ida_backward, bla_forward, ...)";
     return false;
   }
-  if (device == nullptr || device->kind != json::Value::String || (device->string != "cpu" && device->string != "cuda")) {
+  if (device == nullptr || (*device != "cpu" && *device != "cuda")) {
     *error = where + ": \"device\" must be \"cpu\" or \"cuda\"";
     return false;
   }
-  out->device = device->string == "cuda" ? FSATTN_DEVICE_CUDA : FSATTN_DEVICE_CPU;
+  out->device = *device == "cuda" ? FSATTN_DEVICE_CUDA : FSATTN_DEVICE_CPU;
   CallShape &s = out->shape;
+  const Json *shape = member(e, "shape");
   const char *names[] = {"batch", "seqlen", "heads", "dk", "dv", "features"};
   int64_t *fields[] = {&s.batch, &s.seqlen, &s.heads, &s.dk, &s.dv, &s.features};
   for (int i = 0; i < 6; ++i) {
-    if (shape == nullptr || !positive_integer(shape->find(names[i]), fields[i])) {
+    if (shape == nullptr || !positive_integer(member(*shape, names[i]), fields[i])) {
       *error = where + ": \"shape\" must give \"" + names[i] + "\" as a positive integer";
       return false;
     }
   }
-  if (variant == nullptr || variant->kind != json::Value::String) {
+  if (variant == nullptr) {
     *error = where + ": \"variant\" must be a string";
     return false;
   }
-  out->kernel = compiled_kernel(out->op, out->device, variant->string.c_str());
+  out->kernel = compiled_kernel(out->op, out->device, variant->c_str());
   if (out->kernel == nullptr) {
-    *error = builtin ? "" : where + ": this build has no " + device->string + " variant '" + variant->string + "' of " +
-                                op->string + " (the file is stale: re-run fsattn-tune)";
+    *error = builtin ? "" : where + ": this build has no " + *device + " variant '" + *variant + "' of " + *op +
+                                " (the file is stale: re-run fsattn-tune)";
     return false;
   }
   return true;
@@ -97,32 +154,31 @@ std::string minor_release(const std::string &version) {
 // major and minor version (patch releases keep the kernels' names and meaning) and for this
 // machine's devices; the built-in table serves every machine.
 bool read_table(const std::string &text, const std::string &name, bool builtin, Table *out, std::string *error) {
-  json::Value file;
+  Json file;
   std::string why;
-  if (!json::parse(text, &file, &why)) {
+  if (!parse_json(text, &file, &why)) {
     *error = name + " is not valid JSON (" + why + ")";
     return false;
   }
-  const json::Value *format = file.find("format"), *library = file.find("library"), *entries = file.find("entries");
-  if (format == nullptr || format->kind != json::Value::String || format->string != "fsattn-tuning-1") {
+  const std::string *format = string_member(file, "format"), *library = string_member(file, "library");
+  const Json *entries = member(file, "entries");
+  if (format == nullptr || *format != "fsattn-tuning-1") {
     *error = name + " is not an fsattn tuning file (\"format\" must be \"fsattn-tuning-1\")";
     return false;
   }
-  if (!builtin && (library == nullptr || library->kind != json::Value::String ||
-                   minor_release(library->string) != minor_release(fsattn_version()))) {
-    *error = name + " is stale: written for fsattn " +
-             (library != nullptr && library->kind == json::Value::String ? library->string : "(none)") +
+  if (!builtin && (library == nullptr || minor_release(*library) != minor_release(fsattn_version()))) {
+    *error = name + " is stale: written for fsattn " + (library != nullptr ? *library : "(none)") +
              ", this is fsattn " + fsattn_version() + " (re-run fsattn-tune)";
     return false;
   }
-  if (entries == nullptr || entries->kind != json::Value::Array) {
+  if (entries == nullptr || !entries->is_array()) {
     *error = name + ": \"entries\" must be an array";
     return false;
   }
   bool cpu = false, cuda = false;
-  for (size_t i = 0; i < entries->items.size(); ++i) {
+  for (size_t i = 0; i < entries->size(); ++i) {
     Entry e{};
-    if (!read_entry(entries->items[i], i, builtin, &e, &why)) {
+    if (!read_entry((*entries)[i], i, builtin, &e, &why)) {
       if (builtin && why.empty()) continue;
       *error = name + ": " + why;
       return false;
@@ -134,14 +190,14 @@ bool read_table(const std::string &text, const std::string &name, bool builtin, 
   // A file's measurements hold for the devices they were taken on.
   for (auto [present, key, device] : {std::tuple{cpu, "cpu", FSATTN_DEVICE_CPU}, std::tuple{cuda, "gpu", FSATTN_DEVICE_CUDA}}) {
     if (builtin || !present) continue;
-    const json::Value *v = file.find(key);
+    const std::string *v = string_member(file, key);
     const std::string here = device_name(device, nullptr);
-    if (v == nullptr || v->kind != json::Value::String) {
+    if (v == nullptr) {
       *error = name + ": \"" + key + "\" must name the device its entries were measured on";
       return false;
     }
-    if (!here.empty() && v->string != here) {
-      *error = name + " is stale: tuned on " + v->string + ", this machine has " + here + " (re-run fsattn-tune)";
+    if (!here.empty() && *v != here) {
+      *error = name + " is stale: tuned on " + *v + ", this machine has " + here + " (re-run fsattn-tune)";
       return false;
     }
   }
