@@ -8,6 +8,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev        # header-only: JSON (tuning files), the tools' options
   zlib1g-dev libpng-dev                  # PNG plots written by the examples
   clang-14 libclang-rt-14-dev            # the sanitizer build and the API fuzzer (libFuzzer)
+  clang-format-14                        # the sources' format, checked by tests/run.sh
   python3-dev python3-venv                # the Python package (python/); pip fetches its
   python3-torch python3-pytest            #   build tools from PyPI, never PyTorch
 )

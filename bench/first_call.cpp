@@ -34,7 +34,7 @@ int main() {
   std::printf("context: %.1f ms (driver and primary context, before any fsattn call)\n",
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   std::printf("%-14s %12s %12s\n", "op", "first ms", "second ms");
-  const fsattn_op ops[] = {FSATTN_OP_IDA_FORWARD, FSATTN_OP_IDA_BACKWARD, FSATTN_OP_BLA_FORWARD,
+  const fsattn_op ops[] = {FSATTN_OP_IDA_FORWARD,  FSATTN_OP_IDA_BACKWARD, FSATTN_OP_BLA_FORWARD,
                            FSATTN_OP_BLA_BACKWARD, FSATTN_OP_IDA_STEP,     FSATTN_OP_BLA_STEP};
   double total = 0;
   for (fsattn_op op : ops) {

@@ -26,13 +26,13 @@ inline double ida_forward_flops_per_token(double M, double Dk, double Dv, double
 //   ∂L/∂fq through the key state, weights, within                4 M Dk + 2 M (L+1) + (L+1) Dk
 //   key adjoint carry + ∂L/∂kt through it, weights, within        8 M Dk + 4 M L + (L+1) Dk
 //   hk = kt·Ak through it, kt·fq, within                          4 M Dk + 2 L Dk + 4 M (L+1)
-//   the same three for the values                                 8 M Dv + 4 M L + (L+1) Dv + 4 M Dv + 2 L Dv + 4 M (L+1)
-//   Σ_t g_w p^T for the gradient of G                             8 M^2
+//   the same three for the values                                 8 M Dv + 4 M L + (L+1) Dv + 4 M Dv + 2 L Dv + 4 M
+//   (L+1) Σ_t g_w p^T for the gradient of G                             8 M^2
 inline double ida_backward_flops_per_token(double M, double Dk, double Dv, double L) {
   const double pass1 = 8 * M * Dk + 2 * L * Dk + 4 * M * (L + 1) + 8 * M * M;
-  return pass1 + 8 * M * Dv + 2 * L * Dv + 4 * M * (L + 1) + 8 * M * M + 4 * M * Dk + 2 * M * (L + 1) +
-         (L + 1) * Dk + 8 * M * (Dk + Dv) + 8 * M * L + (L + 1) * (Dk + Dv) + 4 * M * (Dk + Dv) +
-         2 * L * (Dk + Dv) + 8 * M * (L + 1) + 8 * M * M;
+  return pass1 + 8 * M * Dv + 2 * L * Dv + 4 * M * (L + 1) + 8 * M * M + 4 * M * Dk + 2 * M * (L + 1) + (L + 1) * Dk +
+         8 * M * (Dk + Dv) + 8 * M * L + (L + 1) * (Dk + Dv) + 4 * M * (Dk + Dv) + 2 * L * (Dk + Dv) + 8 * M * (L + 1) +
+         8 * M * M;
 }
 
 // BLA forward, per token with S slots and chunk length L (docs/spec.md §2, §3):

@@ -51,9 +51,7 @@ struct PreparedCall {
   std::function<fsattn_status()> run;  // one call of the op
 };
 
-inline ref::IdaShape ida_shape(const OpShape &s) {
-  return {s.batch, s.seqlen, s.heads, s.dk, s.dv, s.features};
-}
+inline ref::IdaShape ida_shape(const OpShape &s) { return {s.batch, s.seqlen, s.heads, s.dk, s.dv, s.features}; }
 inline ref::BlaShape bla_shape(const OpShape &s) {
   return {s.batch, s.seqlen, s.heads, s.dk, s.dv, (s.features - 1) / 2, 256.0, s.features};
 }
@@ -61,8 +59,8 @@ inline ref::BlaShape bla_shape(const OpShape &s) {
 // The op's call at shape s on `device`, running `variant` (NULL: the tuning table's pick) on
 // `stream`. Forward passes write their final states; backward passes write every gradient;
 // steps update their states in place (their seqlen is 1).
-inline std::unique_ptr<PreparedCall> prepare(fsattn_op op, fsattn_device device, const char *variant,
-                                             OpShape s, void *stream = nullptr) {
+inline std::unique_ptr<PreparedCall> prepare(fsattn_op op, fsattn_device device, const char *variant, OpShape s,
+                                             void *stream = nullptr) {
   auto call = std::make_unique<PreparedCall>(device);
   Memory &m = call->memory;
   const fsattn_exec exec{sizeof(fsattn_exec), device, stream, variant};
@@ -73,10 +71,21 @@ inline std::unique_ptr<PreparedCall> prepare(fsattn_op op, fsattn_device device,
     const test::IdaCase c = test::make_ida_case(ida_shape(s), 42, step);
     const test::IdaUpstream u = test::make_ida_upstream(c, 43, false);
     const fsattn_dims dims = c.dims();
-    const fsattn_ida_params p{sizeof(fsattn_ida_params), c.s.M, c.eps, m.up(c.gk), m.up(c.bk), m.up(c.gv), m.up(c.bv), m.up(c.log_dt),
-                              m.up(c.A_re_log), m.up(c.A_im), m.up(c.B), m.up(c.C)};
+    const fsattn_ida_params p{sizeof(fsattn_ida_params),
+                              c.s.M,
+                              c.eps,
+                              m.up(c.gk),
+                              m.up(c.bk),
+                              m.up(c.gv),
+                              m.up(c.bv),
+                              m.up(c.log_dt),
+                              m.up(c.A_re_log),
+                              m.up(c.A_im),
+                              m.up(c.B),
+                              m.up(c.C)};
     const float *q = m.up(c.q), *k = m.up(c.k), *v = m.up(c.v);
-    const size_t nk = size_t(s.batch * s.heads * s.features * s.dk * 2), nv = size_t(s.batch * s.heads * s.features * s.dv * 2);
+    const size_t nk = size_t(s.batch * s.heads * s.features * s.dk * 2),
+                 nv = size_t(s.batch * s.heads * s.features * s.dv * 2);
     float *o = m.out(tokens * s.dv), *sk = step ? m.up(c.state_k) : m.out(nk), *sv = step ? m.up(c.state_v) : m.out(nv);
     if (op == FSATTN_OP_IDA_FORWARD) {
       call->run = [=] { return fsattn_ida_forward(&exec, &dims, &p, q, k, v, nullptr, nullptr, o, sk, sv); };
@@ -86,8 +95,16 @@ inline std::unique_ptr<PreparedCall> prepare(fsattn_op op, fsattn_device device,
       const float *d_o = m.up(u.d_o);
       float *dq = m.out(tokens * s.dk), *dk = m.out(tokens * s.dk), *dv = m.out(tokens * s.dv);
       const int64_t H = s.heads, M = s.features;
-      const fsattn_ida_grads g{sizeof(fsattn_ida_grads), m.out(H * s.dk), m.out(H * s.dk), m.out(H * s.dv), m.out(H * s.dv), m.out(H),
-                               m.out(H * M), m.out(H * M), m.out(H * M * 2), m.out(H * M * M * 2)};
+      const fsattn_ida_grads g{sizeof(fsattn_ida_grads),
+                               m.out(H * s.dk),
+                               m.out(H * s.dk),
+                               m.out(H * s.dv),
+                               m.out(H * s.dv),
+                               m.out(H),
+                               m.out(H * M),
+                               m.out(H * M),
+                               m.out(H * M * 2),
+                               m.out(H * M * M * 2)};
       call->run = [=] {
         return fsattn_ida_backward(&exec, &dims, &p, q, k, v, nullptr, nullptr, d_o, nullptr, nullptr, dq, dk, dv, &g,
                                    sk, sv);

@@ -66,14 +66,18 @@ int main() {
       }
       return best * 1e3f;
     };
-    auto report = [&](const char *name, float us) { std::printf("%zu MiB %-22s %7.1f us %5.2f TB/s\n", mib, name, us, gb / us * 1e3); };
+    auto report = [&](const char *name, float us) {
+      std::printf("%zu MiB %-22s %7.1f us %5.2f TB/s\n", mib, name, us, gb / us * 1e3);
+    };
     const int th = 256;
     report("1 float a thread", best_us([&] { update<float, 1><<<n / th, th>>>(x, .5f, 1.f); }));
     report("4 floats a thread", best_us([&] { update<float, 4><<<n / th / 4, th>>>(x, .5f, 1.f); }));
     report("8 floats a thread", best_us([&] { update<float, 8><<<n / th / 8, th>>>(x, .5f, 1.f); }));
     report("16 floats a thread", best_us([&] { update<float, 16><<<n / th / 16, th>>>(x, .5f, 1.f); }));
-    report("1 float2 a thread", best_us([&] { update<float2, 1><<<n / 2 / th, th>>>(reinterpret_cast<float2 *>(x), .5f, 1.f); }));
-    report("1 float4 a thread", best_us([&] { update<float4, 1><<<n / 4 / th, th>>>(reinterpret_cast<float4 *>(x), .5f, 1.f); }));
+    report("1 float2 a thread",
+           best_us([&] { update<float2, 1><<<n / 2 / th, th>>>(reinterpret_cast<float2 *>(x), .5f, 1.f); }));
+    report("1 float4 a thread",
+           best_us([&] { update<float4, 1><<<n / 4 / th, th>>>(reinterpret_cast<float4 *>(x), .5f, 1.f); }));
     report("32 KiB a block, twice", best_us([&] { read_twice<<<n / 8192, th>>>(x, sums, 8192, .5f, 1.f); }));
     cudaFree(x);
     cudaFree(sums);

@@ -34,8 +34,8 @@ struct Options {
   std::string out = "fsattn_tuning.json";
 };
 
-const fsattn_op kTunedOps[] = {FSATTN_OP_IDA_FORWARD, FSATTN_OP_IDA_BACKWARD, FSATTN_OP_BLA_FORWARD,
-                               FSATTN_OP_BLA_BACKWARD, FSATTN_OP_IDA_STEP, FSATTN_OP_BLA_STEP};
+const fsattn_op kTunedOps[] = {FSATTN_OP_IDA_FORWARD,  FSATTN_OP_IDA_BACKWARD, FSATTN_OP_BLA_FORWARD,
+                               FSATTN_OP_BLA_BACKWARD, FSATTN_OP_IDA_STEP,     FSATTN_OP_BLA_STEP};
 
 const char *device_key(fsattn_device d) { return d == FSATTN_DEVICE_CUDA ? "cuda" : "cpu"; }
 bool is_step(fsattn_op op) { return op == FSATTN_OP_IDA_STEP || op == FSATTN_OP_BLA_STEP; }
@@ -177,8 +177,13 @@ bool write_file(const std::string &path, const std::vector<Result> &results) {
     }
     entries.push_back({{"op", fsattn_op_name(r.op)},
                        {"device", device_key(r.device)},
-                       {"shape", {{"batch", s.batch}, {"seqlen", s.seqlen}, {"heads", s.heads}, {"dk", s.dk},
-                                  {"dv", s.dv}, {"features", s.features}}},
+                       {"shape",
+                        {{"batch", s.batch},
+                         {"seqlen", s.seqlen},
+                         {"heads", s.heads},
+                         {"dk", s.dk},
+                         {"dv", s.dv},
+                         {"features", s.features}}},
                        {"variant", r.times[r.best].variant},
                        {"runs", r.runs},
                        {"ms", ms}});
@@ -236,7 +241,8 @@ int main(int argc, char **argv) {
       if (t.ms >= 0 && (r.best < 0 || t.ms < r.times[r.best].ms)) r.best = int(r.times.size());
       r.times.push_back(t);
     }
-    std::fprintf(stderr, r.best < 0 ? " (no variant ran)\n" : " -> %s\n", r.best < 0 ? "" : r.times[r.best].variant.c_str());
+    std::fprintf(stderr, r.best < 0 ? " (no variant ran)\n" : " -> %s\n",
+                 r.best < 0 ? "" : r.times[r.best].variant.c_str());
     for (const Timed &t : r.times) {
       if (!t.error.empty()) std::fprintf(stderr, "    %s: %s\n", t.variant.c_str(), t.error.c_str());
     }

@@ -41,12 +41,12 @@ BlaBackwardStages bla_backward_algorithm(const BlaBackwardInputs &in, int chunk,
   s.dq_read = read_by_slots(f.key_in, f.key_scan, s.dz, g, "dq");
 
   // The state adjoints, scanned from the last token; read by φ (the forward's write weights).
-  s.key_adj_in = {f.writes.decay_pow, false, s.dz, true, f.q,
-                  real_state(in.d_state_k_out, "seed_k"), slots, dk, /*write_per_batch=*/true};
+  s.key_adj_in = {f.writes.decay_pow,      false, s.dz, true, f.q, real_state(in.d_state_k_out, "seed_k"), slots, dk,
+                  /*write_per_batch=*/true};
   s.key_adj = chunked_scan(s.key_adj_in, back);
   s.dk_read = read_by_slots(s.key_adj_in, s.key_adj, f.writes.write, back, "dk");
-  s.value_adj_in = {f.writes.decay_pow, false, pi, true, s.d_o,
-                    real_state(in.d_state_v_out, "seed_v"), slots, dv, /*write_per_batch=*/true};
+  s.value_adj_in = {f.writes.decay_pow,      false, pi, true, s.d_o, real_state(in.d_state_v_out, "seed_v"), slots, dv,
+                    /*write_per_batch=*/true};
   s.value_adj = chunked_scan(s.value_adj_in, back);
   s.dv_read = read_by_slots(s.value_adj_in, s.value_adj, f.writes.write, back, "dv");
 
@@ -74,8 +74,9 @@ BlaBackwardStages bla_backward_algorithm(const BlaBackwardInputs &in, int chunk,
     Func terms(name);
     const Expr t = g.token(i, c);
     terms(x.r, x.h, x.b) = cast<double>(0);
-    terms(x.r, x.h, x.b) += select(t < g.T, weighted(input(x.r, x.h, min(t, g.T - 1), x.b) *
-                                                     grad(x.r, x.h, min(t, g.T - 1), x.b)), cast<double>(0));
+    terms(x.r, x.h, x.b) +=
+        select(t < g.T, weighted(input(x.r, x.h, min(t, g.T - 1), x.b) * grad(x.r, x.h, min(t, g.T - 1), x.b)),
+               cast<double>(0));
     return terms;
   };
   s.k_terms = channel_terms(in.forward.k, s.dk, "k_terms");
@@ -96,10 +97,9 @@ BlaBackwardStages bla_backward_algorithm(const BlaBackwardInputs &in, int chunk,
   s.r_dk = RDom(0, dk, "r_dk");
   s.r_dv = RDom(0, dv, "r_dv");
   s.d_log_gamma = Func("d_log_gamma");
-  s.d_log_gamma(x.h, x.b) =
-      cast<float>(sum(s.slot_terms(s.r_slots, x.h, x.b), "sum_slots") +
-                  sum(s.k_end_terms(s.r_dk, x.h, x.b) - s.k_terms(s.r_dk, x.h, x.b), "sum_k") +
-                  sum(s.v_end_terms(s.r_dv, x.h, x.b) - s.v_terms(s.r_dv, x.h, x.b), "sum_v"));
+  s.d_log_gamma(x.h, x.b) = cast<float>(sum(s.slot_terms(s.r_slots, x.h, x.b), "sum_slots") +
+                                        sum(s.k_end_terms(s.r_dk, x.h, x.b) - s.k_terms(s.r_dk, x.h, x.b), "sum_k") +
+                                        sum(s.v_end_terms(s.r_dv, x.h, x.b) - s.v_terms(s.r_dv, x.h, x.b), "sum_v"));
   return s;
 }
 

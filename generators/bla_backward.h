@@ -17,15 +17,15 @@ struct BlaBackwardInputs {
 };
 
 struct BlaBackwardStages {
-  BlaForwardStages fwd;  // the forward, recomputed (its o and final states are not used)
-  Halide::Func pi_z;     // (m, i, c, h, b): (π, z), stored
-  CxFunc pi;             // (m, i, c, h, b): π, read from pi_z
-  Halide::Func d_o;      // chunked (r, i, c, h, b)
-  ChannelRead dpi;       // dπ_t[m] = Vs_t[m] · d_o_t
-  Halide::Func delta;    // (i, c, h, b) = Σ_m π dπ (= d_o · o)
-  Halide::Func dz_term;  // (m, i, c, h, b): (dz, (i + 1)(π dπ + dz z)), stored; see d log γ below
-  CxFunc dz;             // (m, i, c, h, b) = ∂L/∂z = scale π (dπ − δ); zero past the last token
-  SlotRead dq_read;      // dq_t = Σ_m dz_t[m] Ks_t[m]
+  BlaForwardStages fwd;                 // the forward, recomputed (its o and final states are not used)
+  Halide::Func pi_z;                    // (m, i, c, h, b): (π, z), stored
+  CxFunc pi;                            // (m, i, c, h, b): π, read from pi_z
+  Halide::Func d_o;                     // chunked (r, i, c, h, b)
+  ChannelRead dpi;                      // dπ_t[m] = Vs_t[m] · d_o_t
+  Halide::Func delta;                   // (i, c, h, b) = Σ_m π dπ (= d_o · o)
+  Halide::Func dz_term;                 // (m, i, c, h, b): (dz, (i + 1)(π dπ + dz z)), stored; see d log γ below
+  CxFunc dz;                            // (m, i, c, h, b) = ∂L/∂z = scale π (dπ − δ); zero past the last token
+  SlotRead dq_read;                     // dq_t = Σ_m dz_t[m] Ks_t[m]
   ScanInputs key_adj_in, value_adj_in;  // reverse scans written with dz ⊗ q and π ⊗ d_o
   ScanStages key_adj, value_adj;        // state(c): ∂L/∂(state after chunk c − 1)
   SlotRead dk_read, dv_read;            // dk_t = Σ_m φ_t[m] ∂L/∂Ks_t[m], and dv_t likewise
@@ -35,10 +35,10 @@ struct BlaBackwardStages {
   // i's adjoint write, W_i its forward write, A_i/X_i the adjoint and forward states at i and
   // R the adjoint entering the chunk: <P_i, X_i> is Σ_m π dπ (values) and dz · z (keys),
   // <W_i, A_i> is v · dv and k · dk. So no per-token state is needed. The sums, in double:
-  Halide::Func slot_terms;              // (m, h, b): Σ_tokens dz_term[1]
-  Halide::Func k_terms, v_terms;        // (r, h, b): Σ_tokens (i + 1) k[r] dk[r], and v dv
-  Halide::Func k_end_terms, v_end_terms;  // (r, h, b): Σ_chunks len Σ_m R[m, r] X_end[m, r]
-  Halide::Func d_log_gamma;  // (h, b): this batch element's share
+  Halide::Func slot_terms;                  // (m, h, b): Σ_tokens dz_term[1]
+  Halide::Func k_terms, v_terms;            // (r, h, b): Σ_tokens (i + 1) k[r] dk[r], and v dv
+  Halide::Func k_end_terms, v_end_terms;    // (r, h, b): Σ_chunks len Σ_m R[m, r] X_end[m, r]
+  Halide::Func d_log_gamma;                 // (h, b): this batch element's share
   Halide::Func d_state_k_in, d_state_v_in;  // (r, m, h, b)
   Halide::RDom r_delta, r_tokens, r_chunks, r_slots, r_dk, r_dv;
 };

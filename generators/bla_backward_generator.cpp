@@ -13,20 +13,20 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
  public:
   BlaBackwardGenerator() : ScanGeneratorParams(64) {}
 
-  Input<Buffer<float>> q{"q", 4};                    // [B,T,H,Dk] as (d, h, t, b)
-  Input<Buffer<float>> k{"k", 4};                    // [B,T,H,Dk] as (d, h, t, b)
-  Input<Buffer<float>> v{"v", 4};                    // [B,T,H,Dv] as (r, h, t, b)
-  Input<Buffer<float>> log_gamma{"log_gamma", 1};    // [H] as (h)
-  Input<Buffer<float>> state_k_in{"state_k_in", 4};  // [B,H,S,Dk] as (d, m, h, b)
-  Input<Buffer<float>> state_v_in{"state_v_in", 4};  // [B,H,S,Dv] as (r, m, h, b)
-  Input<Buffer<float>> d_o{"d_o", 4};                // [B,T,H,Dv] as (r, h, t, b)
+  Input<Buffer<float>> q{"q", 4};                          // [B,T,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> k{"k", 4};                          // [B,T,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> v{"v", 4};                          // [B,T,H,Dv] as (r, h, t, b)
+  Input<Buffer<float>> log_gamma{"log_gamma", 1};          // [H] as (h)
+  Input<Buffer<float>> state_k_in{"state_k_in", 4};        // [B,H,S,Dk] as (d, m, h, b)
+  Input<Buffer<float>> state_v_in{"state_v_in", 4};        // [B,H,S,Dv] as (r, m, h, b)
+  Input<Buffer<float>> d_o{"d_o", 4};                      // [B,T,H,Dv] as (r, h, t, b)
   Input<Buffer<float>> d_state_k_out{"d_state_k_out", 4};  // [B,H,S,Dk]
   Input<Buffer<float>> d_state_v_out{"d_state_v_out", 4};  // [B,H,S,Dv]
-  Input<double> phase{"phase"};    // pos0 mod W, reduced exactly by the caller
-  Input<double> period{"period"};  // W
-  Input<int> modes{"modes"};       // M >= 0
-  Input<int> slots{"slots"};       // S >= 1
-  Input<float> scale{"scale"};     // > 0
+  Input<double> phase{"phase"};                            // pos0 mod W, reduced exactly by the caller
+  Input<double> period{"period"};                          // W
+  Input<int> modes{"modes"};                               // M >= 0
+  Input<int> slots{"slots"};                               // S >= 1
+  Input<float> scale{"scale"};                             // > 0
 
   Output<Buffer<float>> dq{"dq", 4};                      // [B,T,H,Dk] as (d, h, t, b)
   Output<Buffer<float>> dk{"dk", 4};                      // [B,T,H,Dk] as (d, h, t, b)
@@ -46,19 +46,28 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
       num_slots = kS;
     }
     // NULL states and state gradients arrive as one-element zero buffers (see bla_forward).
-    BlaForwardInputs fwd{q, k, v, log_gamma,
+    BlaForwardInputs fwd{q,
+                         k,
+                         v,
+                         log_gamma,
                          BoundaryConditions::repeat_edge(state_k_in),
                          BoundaryConditions::repeat_edge(state_v_in),
-                         phase, period, modes, num_slots, scale,
-                         q.dim(0).extent(), v.dim(0).extent(), q.dim(2).extent()};
+                         phase,
+                         period,
+                         modes,
+                         num_slots,
+                         scale,
+                         q.dim(0).extent(),
+                         v.dim(0).extent(),
+                         q.dim(2).extent()};
     BlaBackwardInputs in{fwd, d_o, BoundaryConditions::repeat_edge(d_state_k_out),
                          BoundaryConditions::repeat_edge(d_state_v_out)};
     stages = bla_backward_algorithm(in, chunk, masking(get_target()));
     if (baseline) {
       const Vars &x = vars();
       Func checked("dq_checked");
-      checked(x.r, x.h, x.t, x.b) = require(slots == kS, stages.dq(x.r, x.h, x.t, x.b),
-                                            "this baseline kernel was compiled for slots =", kS);
+      checked(x.r, x.h, x.t, x.b) =
+          require(slots == kS, stages.dq(x.r, x.h, x.t, x.b), "this baseline kernel was compiled for slots =", kS);
       stages.dq = checked;
     }
     dq = stages.dq;
@@ -91,7 +100,8 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
       return;
     }
     if (get_target().has_feature(Target::CUDA)) {
-      mins_at_zero(q, k, v, log_gamma, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk, dv, d_log_gamma, d_state_k_in, d_state_v_in);
+      mins_at_zero(q, k, v, log_gamma, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk, dv,
+                   d_log_gamma, d_state_k_in, d_state_v_in);
       schedule_bla_backward_cuda(stages, sums, knobs(get_target()));
     } else {
       schedule_bla_backward_cpu(stages, knobs(get_target()));

@@ -28,15 +28,15 @@ BlaForwardStages bla_forward_algorithm(const BlaForwardInputs &in, int chunk, Ma
   s.v = chunked(in.v, in.dv, g, "v_chunked");
   s.writes = bla_writes(in.log_gamma, in.phase, in.modes, in.period, in.slots, g);
 
-  s.key_in = {s.writes.decay_pow, false, s.writes.write, true, s.k,
-              real_state(in.state_k_in, "init_k"), in.slots, in.dk};
+  s.key_in = {s.writes.decay_pow, false, s.writes.write, true, s.k, real_state(in.state_k_in, "init_k"),
+              in.slots,           in.dk};
   s.key_scan = chunked_scan(s.key_in, g);
   s.z = read_by_channels(s.key_in, s.key_scan, s.q, g, "z");
 
   s.softmax = bla_softmax(s.z.out, in.scale, in.slots);
 
-  s.value_in = {s.writes.decay_pow, false, s.writes.write, true, s.v,
-                real_state(in.state_v_in, "init_v"), in.slots, in.dv};
+  s.value_in = {s.writes.decay_pow, false, s.writes.write, true, s.v, real_state(in.state_v_in, "init_v"),
+                in.slots,           in.dv};
   s.value_scan = chunked_scan(s.value_in, g, &s.key_scan.coef);  // same γ and φ: same weights
   s.o_read = read_by_slots(s.value_in, s.value_scan, s.softmax.pi, g, "o");
 

@@ -21,11 +21,11 @@ struct BlaForwardStages {
   BlaWrites writes;
   ScanInputs key_in, value_in;
   ScanStages key_scan, value_scan;
-  ChannelRead z;       // z_t = Ks_t q_t
-  BlaSoftmax softmax;  // π_t
-  SlotRead o_read;     // o_t = Vs_t^T π_t
-  Halide::Func o;                          // (r, h, t, b)
-  Halide::Func state_k_out, state_v_out;   // (r, m, h, b)
+  ChannelRead z;                          // z_t = Ks_t q_t
+  BlaSoftmax softmax;                     // π_t
+  SlotRead o_read;                        // o_t = Vs_t^T π_t
+  Halide::Func o;                         // (r, h, t, b)
+  Halide::Func state_k_out, state_v_out;  // (r, m, h, b)
 };
 
 // A state buffer (r, m, h, b) as a real CxFunc, and one state of a scan (index 0..N) as a buffer.

@@ -19,11 +19,11 @@ class BlaForwardGenerator : public Generator<BlaForwardGenerator>, public ScanGe
   Input<Buffer<float>> log_gamma{"log_gamma", 1};    // [H] as (h)
   Input<Buffer<float>> state_k_in{"state_k_in", 4};  // [B,H,S,Dk] as (d, m, h, b)
   Input<Buffer<float>> state_v_in{"state_v_in", 4};  // [B,H,S,Dv] as (r, m, h, b)
-  Input<double> phase{"phase"};    // pos0 mod W, reduced exactly by the caller
-  Input<double> period{"period"};  // W
-  Input<int> modes{"modes"};       // M >= 0
-  Input<int> slots{"slots"};       // S >= 1
-  Input<float> scale{"scale"};     // > 0
+  Input<double> phase{"phase"};                      // pos0 mod W, reduced exactly by the caller
+  Input<double> period{"period"};                    // W
+  Input<int> modes{"modes"};                         // M >= 0
+  Input<int> slots{"slots"};                         // S >= 1
+  Input<float> scale{"scale"};                       // > 0
 
   Output<Buffer<float>> o{"o", 4};                      // [B,T,H,Dv] as (r, h, t, b)
   Output<Buffer<float>> state_k_out{"state_k_out", 4};  // [B,H,S,Dk] as (d, m, h, b)
@@ -41,17 +41,26 @@ class BlaForwardGenerator : public Generator<BlaForwardGenerator>, public ScanGe
     }
     // A NULL initial state arrives as a one-element zero buffer; repeat_edge reads it
     // everywhere. A real state has the full extent, so the clamp never moves an index.
-    BlaForwardInputs in{q, k, v, log_gamma,
+    BlaForwardInputs in{q,
+                        k,
+                        v,
+                        log_gamma,
                         BoundaryConditions::repeat_edge(state_k_in),
                         BoundaryConditions::repeat_edge(state_v_in),
-                        phase, period, modes, num_slots, scale,
-                        q.dim(0).extent(), v.dim(0).extent(), q.dim(2).extent()};
+                        phase,
+                        period,
+                        modes,
+                        num_slots,
+                        scale,
+                        q.dim(0).extent(),
+                        v.dim(0).extent(),
+                        q.dim(2).extent()};
     stages = bla_forward_algorithm(in, chunk, masking(get_target()));
     if (baseline) {
       const Vars &x = vars();
       Func checked("o_checked");
-      checked(x.r, x.h, x.t, x.b) = require(slots == kS, stages.o(x.r, x.h, x.t, x.b),
-                                            "this baseline kernel was compiled for slots =", kS);
+      checked(x.r, x.h, x.t, x.b) =
+          require(slots == kS, stages.o(x.r, x.h, x.t, x.b), "this baseline kernel was compiled for slots =", kS);
       stages.o = checked;
     }
     o = stages.o;

@@ -11,7 +11,6 @@ namespace fsattn {
 
 class BlaInterpolateGenerator : public Generator<BlaInterpolateGenerator>, public KnobParams {
  public:
-
   Input<Buffer<float>> state{"state", 4};  // [B,H,S,D] as (r, m, h, b)
   Input<Buffer<double>> lags{"lags", 1};   // [N] as (n): lag 0 is the newest token
   Input<double> phase{"phase"};            // position of the newest token mod W

@@ -8,8 +8,8 @@ using namespace Halide;
 
 namespace fsattn {
 
-BlaWrites bla_writes(const Func &log_gamma, const Expr &phase, const Expr &modes, const Expr &period,
-                     const Expr &slots, const ChunkGrid &g) {
+BlaWrites bla_writes(const Func &log_gamma, const Expr &phase, const Expr &modes, const Expr &period, const Expr &slots,
+                     const ChunkGrid &g) {
   const Vars &x = vars();
   BlaWrites w;
   w.gamma_pow = Func("gamma_pow");

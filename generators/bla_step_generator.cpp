@@ -17,11 +17,11 @@ class BlaStepGenerator : public Generator<BlaStepGenerator>, public StepGenerato
   Input<Buffer<float>> log_gamma{"log_gamma", 1};  // [H] as (h)
   Input<Buffer<float>> state_k{"state_k", 4};      // [B,H,S,Dk] as (d, m, h, b)
   Input<Buffer<float>> state_v{"state_v", 4};      // [B,H,S,Dv] as (r, m, h, b)
-  Input<double> phase{"phase"};    // the token's position mod W, reduced exactly by the caller
-  Input<double> period{"period"};  // W
-  Input<int> modes{"modes"};       // M >= 0
-  Input<int> slots{"slots"};       // S >= 1
-  Input<float> scale{"scale"};     // > 0
+  Input<double> phase{"phase"};                    // the token's position mod W, reduced exactly by the caller
+  Input<double> period{"period"};                  // W
+  Input<int> modes{"modes"};                       // M >= 0
+  Input<int> slots{"slots"};                       // S >= 1
+  Input<float> scale{"scale"};                     // > 0
 
   Output<Buffer<float>> o{"o", 4};                      // [B,1,H,Dv] as (r, h, t, b)
   Output<Buffer<float>> state_k_out{"state_k_out", 4};  // may be the memory of state_k
@@ -33,8 +33,19 @@ class BlaStepGenerator : public Generator<BlaStepGenerator>, public StepGenerato
     // through clamps on channel and slot, as every read once was, the key state's kernel ran
     // about 220 instructions for 8 channels, where it now runs about 60.)
     const bool clamp = clamps_state_reads(get_target());
-    BlaStepInputs in{q, k, clamped_view(v, {0}, clamp), log_gamma, state_k, clamped_view(state_v, {0}, clamp),
-                     phase, period, modes, slots, scale, q.dim(0).extent(), v.dim(0).extent()};
+    BlaStepInputs in{q,
+                     k,
+                     clamped_view(v, {0}, clamp),
+                     log_gamma,
+                     state_k,
+                     clamped_view(state_v, {0}, clamp),
+                     phase,
+                     period,
+                     modes,
+                     slots,
+                     scale,
+                     q.dim(0).extent(),
+                     v.dim(0).extent()};
     stages = bla_step_algorithm(in);
     o = stages.o;
     state_k_out = stages.state_k_out;

@@ -15,8 +15,7 @@ namespace fsattn {
 
 // (cos α, sin α, cos (2M+1)α, sin (2M+1)α) in double, for the half-angle α = π y / W of a
 // position y (double, in tokens).
-Halide::Tuple dirichlet_rotor(const Halide::Expr &position, const Halide::Expr &modes,
-                              const Halide::Expr &period);
+Halide::Tuple dirichlet_rotor(const Halide::Expr &position, const Halide::Expr &modes, const Halide::Expr &period);
 // The rotors of the slot anchors a_m = m W / S, as a Func of m (α = π m / S, exactly).
 Halide::Func dirichlet_anchor_rotors(const Halide::Expr &modes, const Halide::Expr &slots);
 

@@ -38,13 +38,27 @@ IdaBackwardStages ida_backward_algorithm(const IdaBackwardInputs &in, int chunk,
   s.dfq_read = read_by_slots(f.key_in, f.key_scan, s.w2, g, "dfq");
 
   // The state adjoints, scanned from the last token with decay conj(Λ).
-  s.key_adj_in = {s.conj_decay, true, s.gp, true, ft.fq,
-                  complex_state(in.d_state_k_out, "seed_k"), M, dk, /*write_per_batch=*/true};
+  s.key_adj_in = {s.conj_decay,
+                  true,
+                  s.gp,
+                  true,
+                  ft.fq,
+                  complex_state(in.d_state_k_out, "seed_k"),
+                  M,
+                  dk,
+                  /*write_per_batch=*/true};
   s.key_adj = chunked_scan(s.key_adj_in, back);
   s.dkt_read = read_by_slots(s.key_adj_in, s.key_adj, s.conj_b, back, "dkt", /*u_per_token=*/false);
   s.hk_read = read_by_channels(s.key_adj_in, s.key_adj, ft.kt, back, "hk");
-  s.value_adj_in = {s.conj_decay, true, s.w_conj, true, s.d_o,
-                    complex_state(in.d_state_v_out, "seed_v"), M, dv, /*write_per_batch=*/true};
+  s.value_adj_in = {s.conj_decay,
+                    true,
+                    s.w_conj,
+                    true,
+                    s.d_o,
+                    complex_state(in.d_state_v_out, "seed_v"),
+                    M,
+                    dv,
+                    /*write_per_batch=*/true};
   s.value_adj = chunked_scan(s.value_adj_in, back);
   s.dvt_read = read_by_slots(s.value_adj_in, s.value_adj, s.conj_b, back, "dvt", /*u_per_token=*/false);
   s.hv_read = read_by_channels(s.value_adj_in, s.value_adj, ft.vt, back, "hv");
@@ -126,8 +140,8 @@ IdaBackwardStages ida_backward_algorithm(const IdaBackwardInputs &in, int chunk,
                        f.modes.write(x.m, 0, 0, x.h, 0) * conj(h_sum);
   s.mode_terms = CxFunc("mode_terms", false);
   s.mode_terms.define({x.m, x.h, x.b}, Cx(Expr(0.0), Expr(0.0)));
-  s.mode_terms.update({x.m, x.h, x.b}, s.mode_terms(x.m, x.h, x.b) +
-                                           Cx(cast<double>(i + 1)) * cast_cx(Float(64), mode_term));
+  s.mode_terms.update({x.m, x.h, x.b},
+                      s.mode_terms(x.m, x.h, x.b) + Cx(cast<double>(i + 1)) * cast_cx(Float(64), mode_term));
   s.d_b = CxFunc("d_b", false);
   s.d_b.define({x.m, x.h, x.b}, Cx(0.0f, 0.0f));
   s.d_b.update({x.m, x.h, x.b}, s.d_b(x.m, x.h, x.b) + h_sum);
@@ -136,12 +150,12 @@ IdaBackwardStages ida_backward_algorithm(const IdaBackwardInputs &in, int chunk,
   s.r_chunks_v = RDom(0, dv, 0, g.N, "r_chunks_v");
   s.end_terms = CxFunc("end_terms", false);
   s.end_terms.define({x.m, x.h, x.b}, Cx(Expr(0.0), Expr(0.0)));
-  for (auto [fwd, adj, r] : {std::tuple(&f.key_scan, &s.key_adj, &s.r_chunks_k),
-                             std::tuple(&f.value_scan, &s.value_adj, &s.r_chunks_v)}) {
+  for (auto [fwd, adj, r] :
+       {std::tuple(&f.key_scan, &s.key_adj, &s.r_chunks_k), std::tuple(&f.value_scan, &s.value_adj, &s.r_chunks_v)}) {
     const Expr end = r->y + 1;
     const Cx term = adj->state(r->x, x.m, end, x.h, x.b) * conj(fwd->state(r->x, x.m, end, x.h, x.b));
-    s.end_terms.update({x.m, x.h, x.b}, s.end_terms(x.m, x.h, x.b) +
-                                            Cx(cast<double>(g.length(r->y))) * cast_cx(Float(64), term));
+    s.end_terms.update({x.m, x.h, x.b},
+                       s.end_terms(x.m, x.h, x.b) + Cx(cast<double>(g.length(r->y))) * cast_cx(Float(64), term));
   }
   s.d_dta = CxFunc("d_dta", false);
   s.d_dta.define({x.m, x.h, x.b}, conj(s.mode_terms(x.m, x.h, x.b)) + s.end_terms(x.m, x.h, x.b));

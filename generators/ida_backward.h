@@ -24,23 +24,23 @@ struct IdaBackwardStages {
   ChannelRead gw_read;   // (m, i, c, h, b): Σ_c Xv_t[m, c] d_o_t[c] = conj(g_w)
   CxFunc w2;             // G gw_read = conj(g_p)
   Halide::RDom r_w2;
-  CxFunc gp, w_conj;     // g_p and conj(w): the adjoint scans' write weights
-  CxFunc conj_decay;     // (n, m, h) = conj(Λ_m)^n
-  CxFunc conj_b;         // (m, i, c, h, b) = conj(B_m), the adjoints' read weight
-  SlotRead dfq_read;     // (r, i, c, h, b): ∂L/∂fq = Re Σ_m w2 Xk
+  CxFunc gp, w_conj;  // g_p and conj(w): the adjoint scans' write weights
+  CxFunc conj_decay;  // (n, m, h) = conj(Λ_m)^n
+  CxFunc conj_b;      // (m, i, c, h, b) = conj(B_m), the adjoints' read weight
+  SlotRead dfq_read;  // (r, i, c, h, b): ∂L/∂fq = Re Σ_m w2 Xk
   ScanInputs key_adj_in, value_adj_in;
   ScanStages key_adj, value_adj;  // state(c): ∂L/∂(state after chunk c − 1)
   SlotRead dkt_read, dvt_read;    // ∂L/∂kt = Re Σ_m conj(B) Ak, ∂L/∂vt likewise
   ChannelRead hk_read, hv_read;   // (m, ...): Σ_r kt Ak[m, r] and Σ_c vt Av[m, c]
 
   // The feature maps' adjoints, per token.
-  Halide::Func q_dot;   // (i, c, h, b): Σ_r ∂L/∂fq fq
-  Halide::Func kn;      // (r, i, c, h, b): rms(xi(k)), before the affine
+  Halide::Func q_dot;          // (i, c, h, b): Σ_r ∂L/∂fq fq
+  Halide::Func kn;             // (r, i, c, h, b): rms(xi(k)), before the affine
   Halide::Func k_dot, k_xdot;  // Σ_r g_kn kn, and Σ_r g_xk xi(k)
-  Halide::Func g_xk;    // (r, ...): the gradient of xi(k)
-  Halide::Func vn;      // (r, ...): rms(v)
-  Halide::Func v_dot;   // Σ_r g_vn vn
-  Halide::Func dq, dk, dv;  // (r, h, t, b)
+  Halide::Func g_xk;           // (r, ...): the gradient of xi(k)
+  Halide::Func vn;             // (r, ...): rms(v)
+  Halide::Func v_dot;          // Σ_r g_vn vn
+  Halide::Func dq, dk, dv;     // (r, h, t, b)
   Halide::RDom r_qdot, r_kdot, r_kxdot, r_vdot;
 
   // Parameter gradients, this batch element's share (the generator sums over the batch).
@@ -49,12 +49,12 @@ struct IdaBackwardStages {
   // is Σ_i (i + 1)(P_i conj(X_i) − conj(W_i) A_i) + len R conj(X_end) summed over channels,
   // R the adjoint entering the chunk. Per token and mode, P conj(X) is conj(w2 p + w gw_read)
   // and conj(W) A is conj(B conj(hk + hv)).
-  CxFunc mode_terms;      // (m, h, b): Σ_tokens (i + 1)(w2 p + w gw_read − B conj(hk + hv)), double
-  CxFunc end_terms;       // (m, h, b): Σ_chunks len Σ_r R conj(X_end), both scans, double
-  CxFunc d_dta;           // (m, h, b): ∂L/∂(Δ A_m)
-  CxFunc d_b;             // (m, h, b): Σ_tokens hk + hv
-  CxFunc gram_grad;       // (m, m2, h, b): Σ_tokens gw_read[m] p[m2] = conj(∂L/∂G)
-  CxFunc c_grad;          // (col, row, h, b): conj(∂L/∂C[row, col])
+  CxFunc mode_terms;                    // (m, h, b): Σ_tokens (i + 1)(w2 p + w gw_read − B conj(hk + hv)), double
+  CxFunc end_terms;                     // (m, h, b): Σ_chunks len Σ_r R conj(X_end), both scans, double
+  CxFunc d_dta;                         // (m, h, b): ∂L/∂(Δ A_m)
+  CxFunc d_b;                           // (m, h, b): Σ_tokens hk + hv
+  CxFunc gram_grad;                     // (m, m2, h, b): Σ_tokens gw_read[m] p[m2] = conj(∂L/∂G)
+  CxFunc c_grad;                        // (col, row, h, b): conj(∂L/∂C[row, col])
   Halide::Func d_gk, d_bk, d_gv, d_bv;  // (r, h, b)
   Halide::Func d_log_dt;                // (h, b)
   Halide::Func d_a_re_log, d_a_im;      // (m, h, b)

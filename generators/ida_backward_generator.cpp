@@ -13,21 +13,21 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
  public:
   IdaBackwardGenerator() : ScanGeneratorParams(64) {}
 
-  Input<Buffer<float>> q{"q", 4};            // [B,T,H,Dk] as (d, h, t, b)
-  Input<Buffer<float>> k{"k", 4};            // [B,T,H,Dk] as (d, h, t, b)
-  Input<Buffer<float>> v{"v", 4};            // [B,T,H,Dv] as (r, h, t, b)
-  Input<Buffer<float>> gk{"gk", 2};          // [H,Dk] as (d, h)
-  Input<Buffer<float>> bk{"bk", 2};          // [H,Dk] as (d, h)
-  Input<Buffer<float>> gv{"gv", 2};          // [H,Dv] as (r, h)
-  Input<Buffer<float>> bv{"bv", 2};          // [H,Dv] as (r, h)
-  Input<Buffer<float>> log_dt{"log_dt", 1};  // [H] as (h)
-  Input<Buffer<float>> a_re_log{"a_re_log", 2};  // [H,M] as (m, h)
-  Input<Buffer<float>> a_im{"a_im", 2};          // [H,M] as (m, h)
-  Input<Buffer<float>> b_mode{"b_mode", 3};      // [H,M,2] as (ri, m, h)
-  Input<Buffer<float>> c_mix{"c_mix", 4};        // [H,M,M,2] as (ri, col, row, h)
-  Input<Buffer<float>> state_k_in{"state_k_in", 5};  // [B,H,M,Dk,2] as (ri, d, m, h, b)
-  Input<Buffer<float>> state_v_in{"state_v_in", 5};  // [B,H,M,Dv,2] as (ri, r, m, h, b)
-  Input<Buffer<float>> d_o{"d_o", 4};                // [B,T,H,Dv] as (r, h, t, b)
+  Input<Buffer<float>> q{"q", 4};                          // [B,T,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> k{"k", 4};                          // [B,T,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> v{"v", 4};                          // [B,T,H,Dv] as (r, h, t, b)
+  Input<Buffer<float>> gk{"gk", 2};                        // [H,Dk] as (d, h)
+  Input<Buffer<float>> bk{"bk", 2};                        // [H,Dk] as (d, h)
+  Input<Buffer<float>> gv{"gv", 2};                        // [H,Dv] as (r, h)
+  Input<Buffer<float>> bv{"bv", 2};                        // [H,Dv] as (r, h)
+  Input<Buffer<float>> log_dt{"log_dt", 1};                // [H] as (h)
+  Input<Buffer<float>> a_re_log{"a_re_log", 2};            // [H,M] as (m, h)
+  Input<Buffer<float>> a_im{"a_im", 2};                    // [H,M] as (m, h)
+  Input<Buffer<float>> b_mode{"b_mode", 3};                // [H,M,2] as (ri, m, h)
+  Input<Buffer<float>> c_mix{"c_mix", 4};                  // [H,M,M,2] as (ri, col, row, h)
+  Input<Buffer<float>> state_k_in{"state_k_in", 5};        // [B,H,M,Dk,2] as (ri, d, m, h, b)
+  Input<Buffer<float>> state_v_in{"state_v_in", 5};        // [B,H,M,Dv,2] as (ri, r, m, h, b)
+  Input<Buffer<float>> d_o{"d_o", 4};                      // [B,T,H,Dv] as (r, h, t, b)
   Input<Buffer<float>> d_state_k_out{"d_state_k_out", 5};  // [B,H,M,Dk,2]
   Input<Buffer<float>> d_state_v_out{"d_state_v_out", 5};  // [B,H,M,Dv,2]
   Input<float> eps{"eps"};
@@ -36,15 +36,15 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
   Output<Buffer<float>> dk{"dk", 4};  // [B,T,H,Dk] as (d, h, t, b)
   Output<Buffer<float>> dv{"dv", 4};  // [B,T,H,Dv] as (r, h, t, b)
   // The parameters' gradients, summed over the batch, in the parameters' layouts.
-  Output<Buffer<float>> d_gk{"d_gk", 2};              // (d, h)
-  Output<Buffer<float>> d_bk{"d_bk", 2};              // (d, h)
-  Output<Buffer<float>> d_gv{"d_gv", 2};              // (r, h)
-  Output<Buffer<float>> d_bv{"d_bv", 2};              // (r, h)
-  Output<Buffer<float>> d_log_dt{"d_log_dt", 1};      // (h)
-  Output<Buffer<float>> d_a_re_log{"d_a_re_log", 2};  // (m, h)
-  Output<Buffer<float>> d_a_im{"d_a_im", 2};          // (m, h)
-  Output<Buffer<float>> d_b_mode{"d_b_mode", 3};      // (ri, m, h)
-  Output<Buffer<float>> d_c_mix{"d_c_mix", 4};        // (ri, col, row, h)
+  Output<Buffer<float>> d_gk{"d_gk", 2};                  // (d, h)
+  Output<Buffer<float>> d_bk{"d_bk", 2};                  // (d, h)
+  Output<Buffer<float>> d_gv{"d_gv", 2};                  // (r, h)
+  Output<Buffer<float>> d_bv{"d_bv", 2};                  // (r, h)
+  Output<Buffer<float>> d_log_dt{"d_log_dt", 1};          // (h)
+  Output<Buffer<float>> d_a_re_log{"d_a_re_log", 2};      // (m, h)
+  Output<Buffer<float>> d_a_im{"d_a_im", 2};              // (m, h)
+  Output<Buffer<float>> d_b_mode{"d_b_mode", 3};          // (ri, m, h)
+  Output<Buffer<float>> d_c_mix{"d_c_mix", 4};            // (ri, col, row, h)
   Output<Buffer<float>> d_state_k_in{"d_state_k_in", 5};  // [B,H,M,Dk,2] as (ri, d, m, h, b)
   Output<Buffer<float>> d_state_v_in{"d_state_v_in", 5};  // [B,H,M,Dv,2] as (ri, r, m, h, b)
 
@@ -67,11 +67,25 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
     // there the parameters are read through clamped indices.
     const bool clamp = get_target().has_feature(Target::CUDA);
     auto param = [&](Input<Buffer<float>> &p) { return clamp ? BoundaryConditions::repeat_edge(p) : Func(p); };
-    IdaForwardInputs fwd{q, k, v, param(gk), param(bk), param(gv), param(bv), param(log_dt), param(a_re_log),
-                        param(a_im), param(b_mode), param(c_mix),
+    IdaForwardInputs fwd{q,
+                         k,
+                         v,
+                         param(gk),
+                         param(bk),
+                         param(gv),
+                         param(bv),
+                         param(log_dt),
+                         param(a_re_log),
+                         param(a_im),
+                         param(b_mode),
+                         param(c_mix),
                          BoundaryConditions::repeat_edge(state_k_in),
                          BoundaryConditions::repeat_edge(state_v_in),
-                         eps, q.dim(0).extent(), v.dim(0).extent(), a_im.dim(0).extent(), q.dim(2).extent()};
+                         eps,
+                         q.dim(0).extent(),
+                         v.dim(0).extent(),
+                         a_im.dim(0).extent(),
+                         q.dim(2).extent()};
     IdaBackwardInputs in{fwd, d_o, BoundaryConditions::repeat_edge(d_state_k_out),
                          BoundaryConditions::repeat_edge(d_state_v_out)};
     stages = ida_backward_algorithm(in, chunk, masking(get_target()));
@@ -79,11 +93,12 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
     dk = stages.dk;
     dv = stages.dv;
     const Expr batches = q.dim(3).extent();
-    sums = {batch_sum(stages.d_gk, batches, "d_gk_sum"),         batch_sum(stages.d_bk, batches, "d_bk_sum"),
-            batch_sum(stages.d_gv, batches, "d_gv_sum"),         batch_sum(stages.d_bv, batches, "d_bv_sum"),
-            batch_sum(stages.d_log_dt, batches, "d_log_dt_sum"), batch_sum(stages.d_a_re_log, batches, "d_a_re_log_sum"),
-            batch_sum(stages.d_a_im, batches, "d_a_im_sum"),     batch_sum(stages.d_b_mode, batches, "d_b_mode_sum"),
-            batch_sum(stages.d_c_mix, batches, "d_c_mix_sum")};
+    sums = {
+        batch_sum(stages.d_gk, batches, "d_gk_sum"),         batch_sum(stages.d_bk, batches, "d_bk_sum"),
+        batch_sum(stages.d_gv, batches, "d_gv_sum"),         batch_sum(stages.d_bv, batches, "d_bv_sum"),
+        batch_sum(stages.d_log_dt, batches, "d_log_dt_sum"), batch_sum(stages.d_a_re_log, batches, "d_a_re_log_sum"),
+        batch_sum(stages.d_a_im, batches, "d_a_im_sum"),     batch_sum(stages.d_b_mode, batches, "d_b_mode_sum"),
+        batch_sum(stages.d_c_mix, batches, "d_c_mix_sum")};
     d_gk = sums[0];
     d_bk = sums[1];
     d_gv = sums[2];
@@ -124,7 +139,9 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
       return;
     }
     if (get_target().has_feature(Target::CUDA)) {
-      mins_at_zero(q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk, dv, d_gk, d_bk, d_gv, d_bv, d_log_dt, d_a_re_log, d_a_im, d_b_mode, d_c_mix, d_state_k_in, d_state_v_in);
+      mins_at_zero(q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k_in, state_v_in, d_o,
+                   d_state_k_out, d_state_v_out, dq, dk, dv, d_gk, d_bk, d_gv, d_bv, d_log_dt, d_a_re_log, d_a_im,
+                   d_b_mode, d_c_mix, d_state_k_in, d_state_v_in);
       schedule_ida_backward_cuda(stages, sums, knobs(get_target()));
     } else {
       schedule_ida_backward_cpu(stages, knobs(get_target()));

@@ -7,8 +7,7 @@ namespace fsattn {
 CxFunc complex_state(const Func &stored, const std::string &name) {
   const Vars &x = vars();
   CxFunc f(name, false);
-  f.define({x.r, x.m, x.h, x.b},
-           Cx(stored(0, x.r, x.m, x.h, x.b), stored(1, x.r, x.m, x.h, x.b)));
+  f.define({x.r, x.m, x.h, x.b}, Cx(stored(0, x.r, x.m, x.h, x.b), stored(1, x.r, x.m, x.h, x.b)));
   return f;
 }
 
@@ -28,15 +27,15 @@ IdaForwardStages ida_forward_algorithm(const IdaForwardInputs &in, int chunk, Ma
   s.feat = ida_features(in.q, in.k, in.v, in.gk, in.bk, in.gv, in.bv, in.eps, in.dk, in.dv, g);
   s.modes = ida_modes(in.log_dt, in.a_re_log, in.a_im, in.b_mode);
 
-  s.key_in = {s.modes.decay_pow, true, s.modes.write, false, s.feat.kt,
-              complex_state(in.state_k_in, "init_k"), in.modes, in.dk};
+  s.key_in = {s.modes.decay_pow, true, s.modes.write, false, s.feat.kt, complex_state(in.state_k_in, "init_k"),
+              in.modes,          in.dk};
   s.key_scan = chunked_scan(s.key_in, g);
   s.p = read_by_channels(s.key_in, s.key_scan, s.feat.fq, g, "p");
 
   s.mix = ida_mixing(in.c_mix, s.p.out, in.modes);
 
-  s.value_in = {s.modes.decay_pow, true, s.modes.write, false, s.feat.vt,
-                complex_state(in.state_v_in, "init_v"), in.modes, in.dv};
+  s.value_in = {s.modes.decay_pow, true, s.modes.write, false, s.feat.vt, complex_state(in.state_v_in, "init_v"),
+                in.modes,          in.dv};
   s.value_scan = chunked_scan(s.value_in, g);
   s.o_read = read_by_slots(s.value_in, s.value_scan, s.mix.w, g, "o");
 

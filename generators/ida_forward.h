@@ -24,10 +24,10 @@ struct IdaForwardStages {
   IdaModes modes;
   ScanInputs key_in, value_in;
   ScanStages key_scan, value_scan;
-  ChannelRead p;     // p_t = Xk_t fq_t
-  IdaMixing mix;     // w_t = G p_t
-  SlotRead o_read;   // o_t = Re(Xv_t^T w_t)
-  Halide::Func o;                       // (r, h, t, b)
+  ChannelRead p;                          // p_t = Xk_t fq_t
+  IdaMixing mix;                          // w_t = G p_t
+  SlotRead o_read;                        // o_t = Re(Xv_t^T w_t)
+  Halide::Func o;                         // (r, h, t, b)
   Halide::Func state_k_out, state_v_out;  // (ri, r, m, h, b)
 };
 

@@ -13,23 +13,23 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator>, public ScanGe
  public:
   IdaForwardGenerator() : ScanGeneratorParams(32) {}
 
-  Input<Buffer<float>> q{"q", 4};            // [B,T,H,Dk] as (d, h, t, b)
-  Input<Buffer<float>> k{"k", 4};            // [B,T,H,Dk] as (d, h, t, b)
-  Input<Buffer<float>> v{"v", 4};            // [B,T,H,Dv] as (r, h, t, b)
-  Input<Buffer<float>> gk{"gk", 2};          // [H,Dk] as (d, h)
-  Input<Buffer<float>> bk{"bk", 2};          // [H,Dk] as (d, h)
-  Input<Buffer<float>> gv{"gv", 2};          // [H,Dv] as (r, h)
-  Input<Buffer<float>> bv{"bv", 2};          // [H,Dv] as (r, h)
-  Input<Buffer<float>> log_dt{"log_dt", 1};  // [H] as (h)
-  Input<Buffer<float>> a_re_log{"a_re_log", 2};  // [H,M] as (m, h)
-  Input<Buffer<float>> a_im{"a_im", 2};          // [H,M] as (m, h)
-  Input<Buffer<float>> b_mode{"b_mode", 3};      // [H,M,2] as (ri, m, h)
-  Input<Buffer<float>> c_mix{"c_mix", 4};        // [H,M,M,2] as (ri, col, row, h)
+  Input<Buffer<float>> q{"q", 4};                    // [B,T,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> k{"k", 4};                    // [B,T,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> v{"v", 4};                    // [B,T,H,Dv] as (r, h, t, b)
+  Input<Buffer<float>> gk{"gk", 2};                  // [H,Dk] as (d, h)
+  Input<Buffer<float>> bk{"bk", 2};                  // [H,Dk] as (d, h)
+  Input<Buffer<float>> gv{"gv", 2};                  // [H,Dv] as (r, h)
+  Input<Buffer<float>> bv{"bv", 2};                  // [H,Dv] as (r, h)
+  Input<Buffer<float>> log_dt{"log_dt", 1};          // [H] as (h)
+  Input<Buffer<float>> a_re_log{"a_re_log", 2};      // [H,M] as (m, h)
+  Input<Buffer<float>> a_im{"a_im", 2};              // [H,M] as (m, h)
+  Input<Buffer<float>> b_mode{"b_mode", 3};          // [H,M,2] as (ri, m, h)
+  Input<Buffer<float>> c_mix{"c_mix", 4};            // [H,M,M,2] as (ri, col, row, h)
   Input<Buffer<float>> state_k_in{"state_k_in", 5};  // [B,H,M,Dk,2] as (ri, d, m, h, b)
   Input<Buffer<float>> state_v_in{"state_v_in", 5};  // [B,H,M,Dv,2] as (ri, r, m, h, b)
   Input<float> eps{"eps"};
 
-  Output<Buffer<float>> o{"o", 4};                    // [B,T,H,Dv] as (r, h, t, b)
+  Output<Buffer<float>> o{"o", 4};                      // [B,T,H,Dv] as (r, h, t, b)
   Output<Buffer<float>> state_k_out{"state_k_out", 5};  // [B,H,M,Dk,2] as (ri, d, m, h, b)
   Output<Buffer<float>> state_v_out{"state_v_out", 5};  // [B,H,M,Dv,2] as (ri, r, m, h, b)
 
@@ -53,11 +53,24 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator>, public ScanGe
     // there the parameters are read through clamped indices.
     const bool clamp = get_target().has_feature(Target::CUDA);
     auto param = [&](Input<Buffer<float>> &p) { return clamp ? BoundaryConditions::repeat_edge(p) : Func(p); };
-    IdaForwardInputs in{q, k, v, param(gk), param(bk), param(gv), param(bv), param(log_dt), param(a_re_log),
-                        param(a_im), param(b_mode), param(c_mix),
+    IdaForwardInputs in{q,
+                        k,
+                        v,
+                        param(gk),
+                        param(bk),
+                        param(gv),
+                        param(bv),
+                        param(log_dt),
+                        param(a_re_log),
+                        param(a_im),
+                        param(b_mode),
+                        param(c_mix),
                         BoundaryConditions::repeat_edge(state_k_in),
                         BoundaryConditions::repeat_edge(state_v_in),
-                        eps, q.dim(0).extent(), v.dim(0).extent(), a_im.dim(0).extent(),
+                        eps,
+                        q.dim(0).extent(),
+                        v.dim(0).extent(),
+                        a_im.dim(0).extent(),
                         q.dim(2).extent()};
     stages = ida_forward_algorithm(in, chunk, masking(get_target()));
     o = stages.o;
@@ -88,7 +101,8 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator>, public ScanGe
     }
 
     if (get_target().has_feature(Target::CUDA)) {
-      mins_at_zero(q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k_in, state_v_in, o, state_k_out, state_v_out);
+      mins_at_zero(q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix, state_k_in, state_v_in, o,
+                   state_k_out, state_v_out);
       schedule_ida_forward_cuda(stages, knobs(get_target()));
     } else {
       schedule_ida_forward_cpu(stages, knobs(get_target()));

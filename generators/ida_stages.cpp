@@ -8,9 +8,8 @@ namespace {
 Expr silu(const Expr &x) { return x / (1.0f + exp(-x)); }
 }  // namespace
 
-IdaFeatures ida_features(const Func &q, const Func &k, const Func &v, const Func &gk, const Func &bk,
-                         const Func &gv, const Func &bv, const Expr &eps, const Expr &dk, const Expr &dv,
-                         const ChunkGrid &g) {
+IdaFeatures ida_features(const Func &q, const Func &k, const Func &v, const Func &gk, const Func &bk, const Func &gv,
+                         const Func &bv, const Expr &eps, const Expr &dk, const Expr &dv, const ChunkGrid &g) {
   const Vars &x = vars();
   IdaFeatures f;
   f.q = chunked(q, dk, g, "q_chunked");
@@ -40,8 +39,7 @@ IdaFeatures ida_features(const Func &q, const Func &k, const Func &v, const Func
   Expr xi_k = f.k_act(x.r, x.i, x.c, x.h, x.b) / sqrt(ssq + eps);
   f.kt = Func("kt");
   f.kt(x.r, x.i, x.c, x.h, x.b) =
-      select(g.valid(x.i, x.c),
-             xi_k / sqrt(f.k_msq(x.i, x.c, x.h, x.b) + eps) * gk(x.r, x.h) + bk(x.r, x.h), 0.0f);
+      select(g.valid(x.i, x.c), xi_k / sqrt(f.k_msq(x.i, x.c, x.h, x.b) + eps) * gk(x.r, x.h) + bk(x.r, x.h), 0.0f);
 
   // The mean divided once, after the sum (each square divided by Dv, the CUDA decode step's
   // feature kernel took 12.3 µs instead of 8.1 at B=64 H=32 Dv=64, H200).
@@ -51,11 +49,9 @@ IdaFeatures ida_features(const Func &q, const Func &k, const Func &v, const Func
   f.v_msq = Func("v_msq");
   f.v_msq(x.i, x.c, x.h, x.b) = f.v_ssq(x.i, x.c, x.h, x.b) / cast<float>(dv);
   f.vt = Func("vt");
-  f.vt(x.r, x.i, x.c, x.h, x.b) =
-      select(g.valid(x.i, x.c),
-             f.v(x.r, x.i, x.c, x.h, x.b) / sqrt(f.v_msq(x.i, x.c, x.h, x.b) + eps) * gv(x.r, x.h) +
-                 bv(x.r, x.h),
-             0.0f);
+  f.vt(x.r, x.i, x.c, x.h, x.b) = select(
+      g.valid(x.i, x.c),
+      f.v(x.r, x.i, x.c, x.h, x.b) / sqrt(f.v_msq(x.i, x.c, x.h, x.b) + eps) * gv(x.r, x.h) + bv(x.r, x.h), 0.0f);
   return f;
 }
 

@@ -11,14 +11,14 @@ namespace fsattn {
 
 class IdaStepGenerator : public Generator<IdaStepGenerator>, public StepGeneratorParams {
  public:
-  Input<Buffer<float>> q{"q", 4};            // [B,1,H,Dk] as (d, h, t, b)
-  Input<Buffer<float>> k{"k", 4};            // [B,1,H,Dk] as (d, h, t, b)
-  Input<Buffer<float>> v{"v", 4};            // [B,1,H,Dv] as (r, h, t, b)
-  Input<Buffer<float>> gk{"gk", 2};          // [H,Dk] as (d, h)
-  Input<Buffer<float>> bk{"bk", 2};          // [H,Dk] as (d, h)
-  Input<Buffer<float>> gv{"gv", 2};          // [H,Dv] as (r, h)
-  Input<Buffer<float>> bv{"bv", 2};          // [H,Dv] as (r, h)
-  Input<Buffer<float>> log_dt{"log_dt", 1};  // [H] as (h)
+  Input<Buffer<float>> q{"q", 4};                // [B,1,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> k{"k", 4};                // [B,1,H,Dk] as (d, h, t, b)
+  Input<Buffer<float>> v{"v", 4};                // [B,1,H,Dv] as (r, h, t, b)
+  Input<Buffer<float>> gk{"gk", 2};              // [H,Dk] as (d, h)
+  Input<Buffer<float>> bk{"bk", 2};              // [H,Dk] as (d, h)
+  Input<Buffer<float>> gv{"gv", 2};              // [H,Dv] as (r, h)
+  Input<Buffer<float>> bv{"bv", 2};              // [H,Dv] as (r, h)
+  Input<Buffer<float>> log_dt{"log_dt", 1};      // [H] as (h)
   Input<Buffer<float>> a_re_log{"a_re_log", 2};  // [H,M] as (m, h)
   Input<Buffer<float>> a_im{"a_im", 2};          // [H,M] as (m, h)
   Input<Buffer<float>> b_mode{"b_mode", 3};      // [H,M,2] as (ri, m, h)
@@ -41,9 +41,24 @@ class IdaStepGenerator : public Generator<IdaStepGenerator>, public StepGenerato
     // is not clamped: a clamp in a loop costs a min, a max and a 64-bit index per load (see
     // bla_step).
     const bool clamp = clamps_state_reads(get_target());
-    IdaStepInputs in{q, k, v, gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix,
-                     clamped_view(state_k, {1, 2}, clamp), clamped_view(state_v, {1}, clamp), eps,
-                     q.dim(0).extent(), v.dim(0).extent(), a_im.dim(0).extent()};
+    IdaStepInputs in{q,
+                     k,
+                     v,
+                     gk,
+                     bk,
+                     gv,
+                     bv,
+                     log_dt,
+                     a_re_log,
+                     a_im,
+                     b_mode,
+                     c_mix,
+                     clamped_view(state_k, {1, 2}, clamp),
+                     clamped_view(state_v, {1}, clamp),
+                     eps,
+                     q.dim(0).extent(),
+                     v.dim(0).extent(),
+                     a_im.dim(0).extent()};
     stages = ida_step_algorithm(in);
     o = stages.o;
     state_k_out = stages.state_k_out;
@@ -63,8 +78,8 @@ class IdaStepGenerator : public Generator<IdaStepGenerator>, public StepGenerato
     // runtime refuses states that are not). (With two 4-byte loads, 46% of the key kernel's
     // sectors were excess: each load spans twice the sectors it uses.)
     if (get_target().has_feature(Target::CUDA)) {
-      for (auto [in_state, out_state, channels] : {std::tuple(&state_k, &state_k_out, in.dk),
-                                                   std::tuple(&state_v, &state_v_out, in.dv)}) {
+      for (auto [in_state, out_state, channels] :
+           {std::tuple(&state_k, &state_k_out, in.dk), std::tuple(&state_v, &state_v_out, in.dv)}) {
         in_state->set_host_alignment(8);
         out_state->set_host_alignment(8);
         const Expr strides[] = {1, 2, 2 * channels, 2 * channels * M, 2 * channels * M * H};

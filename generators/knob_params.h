@@ -17,9 +17,7 @@ enum class KnobScope { ALL, SCAN, STEP };
 class KnobParams {
  public:
   // chunk_default: the generator's own chunk length (knobs.def).
-  explicit KnobParams(int chunk_default = Knobs{}.chunk) : chunk_default_(chunk_default) {
-    chunk.set(chunk_default);
-  }
+  explicit KnobParams(int chunk_default = Knobs{}.chunk) : chunk_default_(chunk_default) { chunk.set(chunk_default); }
 
  private:
   int chunk_default_;

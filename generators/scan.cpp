@@ -60,14 +60,13 @@ ScanStages chunked_scan(const ScanInputs &in, const ChunkGrid &g, const CxFunc *
   s.state.define_undef({v.r, v.m, v.c, v.h, v.b});
   s.state.update({v.r, v.m, g.reverse ? g.N : Expr(0), v.h, v.b}, init);
   const Expr from = g.entering(c), to = g.reverse ? c : c + 1;
-  s.state.update({v.r, v.m, to, v.h, v.b},
-                 in.decay_pow(g.length(c), v.m, v.h) * s.state(v.r, v.m, from, v.h, v.b) +
-                     s.carry(v.r, v.m, c, v.h, v.b));
+  s.state.update({v.r, v.m, to, v.h, v.b}, in.decay_pow(g.length(c), v.m, v.h) * s.state(v.r, v.m, from, v.h, v.b) +
+                                               s.carry(v.r, v.m, c, v.h, v.b));
   return s;
 }
 
-ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Func &query,
-                             const ChunkGrid &g, const std::string &prefix) {
+ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Func &query, const ChunkGrid &g,
+                             const std::string &prefix) {
   const Vars &v = vars();
   const bool real = s.state.is_real() && in.decay_pow.is_real() && in.write.is_real();
   ChannelRead rd;
@@ -112,8 +111,8 @@ ChannelRead read_by_channels(const ScanInputs &in, const ScanStages &s, const Fu
       term = Cx(rd.qx(tau, v.i, v.c, v.h, v.b)) * in.decay_pow(g.lag(tau, v.i), v.m, v.h);
       if (in.write_per_token) term = term * write_at(in, v.m, tau, v.c);
     }
-    term = term.is_real() ? Cx(g.causal(term.re, tau, v.i))
-                          : Cx(g.causal(term.re, tau, v.i), g.causal(term.im, tau, v.i));
+    term =
+        term.is_real() ? Cx(g.causal(term.re, tau, v.i)) : Cx(g.causal(term.re, tau, v.i), g.causal(term.im, tau, v.i));
   }
   rd.intra.update({v.m, v.i, v.c, v.h, v.b}, rd.intra(v.m, v.i, v.c, v.h, v.b) + term);
 

@@ -33,9 +33,8 @@ IdaStepStages ida_step_algorithm(const IdaStepInputs &in) {
                      const std::string &name) {
     for (auto [f, suffix] : {std::pair(&next, "_new"), std::pair(&read, "_read")}) {
       *f = CxFunc(name + suffix, false);
-      f->define({x.r, x.m, x.h, x.b},
-                lambda * Cx(state(0, x.r, x.m, x.h, x.b), state(1, x.r, x.m, x.h, x.b)) +
-                    b * Cx(xs(x.r, 0, 0, x.h, x.b)));
+      f->define({x.r, x.m, x.h, x.b}, lambda * Cx(state(0, x.r, x.m, x.h, x.b), state(1, x.r, x.m, x.h, x.b)) +
+                                          b * Cx(xs(x.r, 0, 0, x.h, x.b)));
     }
     out = Func(name + "_out");
     const Cx n = next(x.r, x.m, x.h, x.b);
@@ -48,11 +47,14 @@ IdaStepStages ida_step_algorithm(const IdaStepInputs &in) {
   s.c_mix = in.c_mix;
 
   // p = Xk fq; w = G p as C^T (C p) (G = C^T C, plain transposes); o = Re(Xv^T w).
-  auto c_at = [&](const Expr &row, const Expr &col) { return Cx(in.c_mix(0, col, row, x.h), in.c_mix(1, col, row, x.h)); };
+  auto c_at = [&](const Expr &row, const Expr &col) {
+    return Cx(in.c_mix(0, col, row, x.h), in.c_mix(1, col, row, x.h));
+  };
   s.r_p = RDom(0, in.dk, "r_p");
   s.p = CxFunc("p", false);
   s.p.define({x.m, x.h, x.b}, Cx(0.0f, 0.0f));
-  s.p.update({x.m, x.h, x.b}, s.p(x.m, x.h, x.b) + s.key_read(s.r_p, x.m, x.h, x.b) * Cx(s.feat.fq(s.r_p, 0, 0, x.h, x.b)));
+  s.p.update({x.m, x.h, x.b},
+             s.p(x.m, x.h, x.b) + s.key_read(s.r_p, x.m, x.h, x.b) * Cx(s.feat.fq(s.r_p, 0, 0, x.h, x.b)));
   s.r_cp = RDom(0, in.modes, "r_cp");
   s.cp = CxFunc("cp", false);
   s.cp.define({x.m, x.h, x.b}, Cx(0.0f, 0.0f));

@@ -32,31 +32,31 @@ Halide::Func clamped_view(const Buf &b, const std::vector<int> &dims, bool clamp
 }
 
 struct IdaStepInputs {
-  Halide::Func q, k, v;                 // (d, h, t, b), t = 0 only
+  Halide::Func q, k, v;                                                // (d, h, t, b), t = 0 only
   Halide::Func gk, bk, gv, bv, log_dt, a_re_log, a_im, b_mode, c_mix;  // as ida_forward's
-  Halide::Func state_k, state_v;        // (ri, r, m, h, b)
+  Halide::Func state_k, state_v;                                       // (ri, r, m, h, b)
   Halide::Expr eps, dk, dv, modes;
 };
 
 struct IdaStepStages {
-  ChunkGrid grid;        // one chunk of one token
+  ChunkGrid grid;  // one chunk of one token
   IdaFeatures feat;
   IdaModes modes;
-  CxFunc key_new, value_new;    // (r, m, h, b): Λ X + B x, as the states' writes read it
-  CxFunc key_read, value_read;  // the same, as the token's reads (p, o) read it
-  Halide::Func state_k_in, state_v_in;  // the old states as read: the inputs or their clamped views
-  Halide::Func c_mix;                   // (ri, col, row, h): the mixing as read
+  CxFunc key_new, value_new;              // (r, m, h, b): Λ X + B x, as the states' writes read it
+  CxFunc key_read, value_read;            // the same, as the token's reads (p, o) read it
+  Halide::Func state_k_in, state_v_in;    // the old states as read: the inputs or their clamped views
+  Halide::Func c_mix;                     // (ri, col, row, h): the mixing as read
   Halide::Func state_k_out, state_v_out;  // (ri, r, m, h, b)
-  CxFunc p, cp, w;       // (m, h, b): p = Xk fq, cp = C p, w = C^T cp
-  Halide::Func o_sum;    // (r, h, t, b) = Re(Xv^T w)
-  Halide::Func o;        // (r, h, t, b) = o_sum (a pure output, which CUDA fuses with the state's)
+  CxFunc p, cp, w;                        // (m, h, b): p = Xk fq, cp = C p, w = C^T cp
+  Halide::Func o_sum;                     // (r, h, t, b) = Re(Xv^T w)
+  Halide::Func o;                         // (r, h, t, b) = o_sum (a pure output, which CUDA fuses with the state's)
   Halide::RDom r_p, r_cp, r_w, r_o;
 };
 IdaStepStages ida_step_algorithm(const IdaStepInputs &in);
 
 struct BlaStepInputs {
-  Halide::Func q, k, v;        // (d, h, t, b), t = 0 only
-  Halide::Func log_gamma;      // (h)
+  Halide::Func q, k, v;           // (d, h, t, b), t = 0 only
+  Halide::Func log_gamma;         // (h)
   Halide::Func state_k, state_v;  // (r, m, h, b)
   Halide::Expr phase, period, modes, slots, scale, dk, dv;
 };
@@ -64,13 +64,13 @@ struct BlaStepInputs {
 struct BlaStepStages {
   ChunkGrid grid;
   BlaWrites writes;
-  Halide::Func key_new, value_new;         // (r, m, h, b): γ X + φ x
-  Halide::Func v, state_v_in;              // v and the old value state as read (clamped views, or not)
+  Halide::Func key_new, value_new;        // (r, m, h, b): γ X + φ x
+  Halide::Func v, state_v_in;             // v and the old value state as read (clamped views, or not)
   Halide::Func state_k_out, state_v_out;  // (r, m, h, b)
-  Halide::Func z;              // (m, h, b) = Ks q
-  Halide::Func zmax, ez, den;  // the softmax over slots
-  Halide::Func o_sum;          // (r, h, t, b) = Σ_m exp(scale (z − zmax)) Vs
-  Halide::Func o;              // (r, h, t, b) = o_sum / den = Σ_m π Vs
+  Halide::Func z;                         // (m, h, b) = Ks q
+  Halide::Func zmax, ez, den;             // the softmax over slots
+  Halide::Func o_sum;                     // (r, h, t, b) = Σ_m exp(scale (z − zmax)) Vs
+  Halide::Func o;                         // (r, h, t, b) = o_sum / den = Σ_m π Vs
   Halide::RDom r_z, r_max, r_den, r_o;
 };
 BlaStepStages bla_step_algorithm(const BlaStepInputs &in);

@@ -55,8 +55,18 @@ struct IdaCase {
 
   fsattn_dims dims() const { return {sizeof(fsattn_dims), s.B, s.T, s.H, s.Dk, s.Dv, nullptr, 0}; }
   fsattn_ida_params params() const {
-    return {sizeof(fsattn_ida_params), s.M, eps, gk.ptr(), bk.ptr(), gv.ptr(), bv.ptr(), log_dt.ptr(), A_re_log.ptr(), A_im.ptr(),
-            B.ptr(), C.ptr()};
+    return {sizeof(fsattn_ida_params),
+            s.M,
+            eps,
+            gk.ptr(),
+            bk.ptr(),
+            gv.ptr(),
+            bv.ptr(),
+            log_dt.ptr(),
+            A_re_log.ptr(),
+            A_im.ptr(),
+            B.ptr(),
+            C.ptr()};
   }
   ref::IdaParams ref_params() const {
     return {gk.d, bk.d, gv.d, bv.d, log_dt.d, A_re_log.d, A_im.d, B.d, C.d, double(eps)};
@@ -109,8 +119,8 @@ using BlaResult = ForwardResult;
 // Calls forward(exec, dims, params, q, k, v, state_k_in, state_v_in, o, state_k_out,
 // state_v_out) on case c, with outputs of `o_size` and `state_k_size`/`state_v_size` values.
 template <typename Case, typename Params, typename Forward>
-ForwardResult run_forward(const Case &c, const Params &params, Forward forward, const char *variant,
-                          size_t o_size, size_t state_k_size, size_t state_v_size) {
+ForwardResult run_forward(const Case &c, const Params &params, Forward forward, const char *variant, size_t o_size,
+                          size_t state_k_size, size_t state_v_size) {
   ForwardResult r;
   r.o.assign(o_size, NAN);
   r.state_k.assign(state_k_size, NAN);
@@ -153,8 +163,8 @@ struct IdaGradResult {
   fsattn_status status;
   std::vector<float> q, k, v, gk, bk, gv, bv, log_dt, A_re_log, A_im, B, C, state_k, state_v;
   fsattn_ida_grads params() {
-    return {sizeof(fsattn_ida_grads), gk.data(), bk.data(), gv.data(), bv.data(), log_dt.data(), A_re_log.data(), A_im.data(), B.data(),
-            C.data()};
+    return {sizeof(fsattn_ida_grads), gk.data(),   bk.data(), gv.data(), bv.data(), log_dt.data(),
+            A_re_log.data(),          A_im.data(), B.data(),  C.data()};
   }
 };
 
@@ -180,21 +190,21 @@ inline IdaGradResult run_ida_backward(const IdaCase &c, const IdaUpstream &u, co
   fsattn_ida_params p = c.params();
   fsattn_ida_grads dp = r.params();
   r.status = fsattn_ida_backward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(), c.state_v.ptr(),
-                                 u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(), r.q.data(), r.k.data(),
-                                 r.v.data(), &dp, r.state_k.data(), r.state_v.data());
+                                 u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(), r.q.data(), r.k.data(), r.v.data(),
+                                 &dp, r.state_k.data(), r.state_v.data());
   return r;
 }
 
 inline ref::IdaGrads reference_ida_backward(const IdaCase &c, const IdaUpstream &u) {
-  return ref::ida_backward(c.s, c.ref_params(), c.q.d, c.k.d, c.v.d, c.state_k.d, c.state_v.d, u.d_o.d,
-                           u.d_state_k.d, u.d_state_v.d);
+  return ref::ida_backward(c.s, c.ref_params(), c.q.d, c.k.d, c.v.d, c.state_k.d, c.state_v.d, u.d_o.d, u.d_state_k.d,
+                           u.d_state_v.d);
 }
 
 // Tokens [t0, t1) of a [B,T,H,D] tensor.
-inline Tensor32 slice_tokens(const Tensor32 &x, int64_t B, int64_t T, int64_t H, int64_t D, int64_t t0,
-                             int64_t t1) {
+inline Tensor32 slice_tokens(const Tensor32 &x, int64_t B, int64_t T, int64_t H, int64_t D, int64_t t0, int64_t t1) {
   std::vector<float> y;
-  for (int64_t b = 0; b < B; ++b) y.insert(y.end(), x.f.begin() + (b * T + t0) * H * D, x.f.begin() + (b * T + t1) * H * D);
+  for (int64_t b = 0; b < B; ++b)
+    y.insert(y.end(), x.f.begin() + (b * T + t0) * H * D, x.f.begin() + (b * T + t1) * H * D);
   Tensor32 t;
   t.set(std::move(y));
   return t;
@@ -297,14 +307,14 @@ inline BlaGradResult run_bla_backward(const BlaCase &c, const BlaUpstream &u, co
   fsattn_dims dims = c.dims();
   fsattn_bla_params p = c.params();
   r.status = fsattn_bla_backward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(), c.state_v.ptr(),
-                                 u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(), r.q.data(), r.k.data(),
-                                 r.v.data(), r.log_gamma.data(), r.state_k.data(), r.state_v.data());
+                                 u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(), r.q.data(), r.k.data(), r.v.data(),
+                                 r.log_gamma.data(), r.state_k.data(), r.state_v.data());
   return r;
 }
 
 inline ref::BlaGrads reference_bla_backward(const BlaCase &c, const BlaUpstream &u) {
-  return ref::bla_backward(c.s, c.ref_params(), c.q.d, c.k.d, c.v.d, c.state_k.d, c.state_v.d, u.d_o.d,
-                           u.d_state_k.d, u.d_state_v.d);
+  return ref::bla_backward(c.s, c.ref_params(), c.q.d, c.k.d, c.v.d, c.state_k.d, c.state_v.d, u.d_o.d, u.d_state_k.d,
+                           u.d_state_v.d);
 }
 
 // Autoscheduled variants are benchmark baselines: they assume shapes near the estimates they

@@ -25,7 +25,8 @@ inline void exit_on_failure(const std::string &what) {
 inline void (*device_failure)(const std::string &what) = exit_on_failure;
 
 inline void check_driver(cu::Result result, const char *call) {
-  if (result != cu::kSuccess) device_failure(std::string(call) + " failed with CUDA error " + std::to_string(int(result)));
+  if (result != cu::kSuccess)
+    device_failure(std::string(call) + " failed with CUDA error " + std::to_string(int(result)));
 }
 
 // The driver with device 0's primary context current on this thread (as the CUDA runtime
@@ -103,8 +104,18 @@ inline fsattn_exec cuda_exec(void *stream = nullptr, const char *variant = nullp
 }
 
 inline fsattn_ida_params device_params(DeviceArena &a, const IdaCase &c) {
-  return {sizeof(fsattn_ida_params), c.s.M, c.eps, a.up(c.gk), a.up(c.bk), a.up(c.gv), a.up(c.bv), a.up(c.log_dt), a.up(c.A_re_log),
-          a.up(c.A_im), a.up(c.B), a.up(c.C)};
+  return {sizeof(fsattn_ida_params),
+          c.s.M,
+          c.eps,
+          a.up(c.gk),
+          a.up(c.bk),
+          a.up(c.gv),
+          a.up(c.bv),
+          a.up(c.log_dt),
+          a.up(c.A_re_log),
+          a.up(c.A_im),
+          a.up(c.B),
+          a.up(c.C)};
 }
 
 inline ForwardResult gpu_ida_forward(const IdaCase &c, void *stream = nullptr, const char *variant = nullptr) {
@@ -116,8 +127,8 @@ inline ForwardResult gpu_ida_forward(const IdaCase &c, void *stream = nullptr, c
   const fsattn_exec exec = cuda_exec(stream, variant);
   const fsattn_dims dims = c.dims();
   ForwardResult r;
-  r.status = fsattn_ida_forward(&exec, &dims, &p, a.up(c.q), a.up(c.k), a.up(c.v), a.up(c.state_k), a.up(c.state_v),
-                                o, sk, sv);
+  r.status = fsattn_ida_forward(&exec, &dims, &p, a.up(c.q), a.up(c.k), a.up(c.v), a.up(c.state_k), a.up(c.state_v), o,
+                                sk, sv);
   r.o = a.down(o);
   r.state_k = a.down(sk);
   r.state_v = a.down(sv);
@@ -133,8 +144,8 @@ inline ForwardResult gpu_bla_forward(const BlaCase &c, void *stream = nullptr, c
   const fsattn_exec exec = cuda_exec(stream, variant);
   const fsattn_dims dims = c.dims();
   ForwardResult r;
-  r.status = fsattn_bla_forward(&exec, &dims, &p, a.up(c.q), a.up(c.k), a.up(c.v), a.up(c.state_k), a.up(c.state_v),
-                                o, sk, sv);
+  r.status = fsattn_bla_forward(&exec, &dims, &p, a.up(c.q), a.up(c.k), a.up(c.v), a.up(c.state_k), a.up(c.state_v), o,
+                                sk, sv);
   r.o = a.down(o);
   r.state_k = a.down(sk);
   r.state_v = a.down(sv);
@@ -146,16 +157,16 @@ inline IdaGradResult gpu_ida_backward(const IdaCase &c, const IdaUpstream &u, co
   DeviceArena a;
   const fsattn_ida_params p = device_params(a, c);
   float *dq = a.out(s.B * s.T * s.H * s.Dk), *dk = a.out(s.B * s.T * s.H * s.Dk), *dv = a.out(s.B * s.T * s.H * s.Dv);
-  const fsattn_ida_grads g{sizeof(fsattn_ida_grads), a.out(s.H * s.Dk), a.out(s.H * s.Dk), a.out(s.H * s.Dv), a.out(s.H * s.Dv),
-                           a.out(s.H), a.out(s.H * s.M), a.out(s.H * s.M), a.out(s.H * s.M * 2),
+  const fsattn_ida_grads g{sizeof(fsattn_ida_grads),  a.out(s.H * s.Dk), a.out(s.H * s.Dk),
+                           a.out(s.H * s.Dv),         a.out(s.H * s.Dv), a.out(s.H),
+                           a.out(s.H * s.M),          a.out(s.H * s.M),  a.out(s.H * s.M * 2),
                            a.out(s.H * s.M * s.M * 2)};
   float *dsk = a.out(s.B * s.H * s.M * s.Dk * 2), *dsv = a.out(s.B * s.H * s.M * s.Dv * 2);
   const fsattn_exec exec = cuda_exec(nullptr, variant);
   const fsattn_dims dims = c.dims();
   IdaGradResult r;
-  r.status = fsattn_ida_backward(&exec, &dims, &p, a.up(c.q), a.up(c.k), a.up(c.v), a.up(c.state_k),
-                                 a.up(c.state_v), a.up(u.d_o), a.up(u.d_state_k), a.up(u.d_state_v), dq, dk, dv, &g,
-                                 dsk, dsv);
+  r.status = fsattn_ida_backward(&exec, &dims, &p, a.up(c.q), a.up(c.k), a.up(c.v), a.up(c.state_k), a.up(c.state_v),
+                                 a.up(u.d_o), a.up(u.d_state_k), a.up(u.d_state_v), dq, dk, dv, &g, dsk, dsv);
   r.q = a.down(dq);
   r.k = a.down(dk);
   r.v = a.down(dv);
@@ -183,9 +194,8 @@ inline BlaGradResult gpu_bla_backward(const BlaCase &c, const BlaUpstream &u, co
   const fsattn_exec exec = cuda_exec(nullptr, variant);
   const fsattn_dims dims = c.dims();
   BlaGradResult r;
-  r.status = fsattn_bla_backward(&exec, &dims, &p, a.up(c.q), a.up(c.k), a.up(c.v), a.up(c.state_k),
-                                 a.up(c.state_v), a.up(u.d_o), a.up(u.d_state_k), a.up(u.d_state_v), dq, dk, dv, dlg,
-                                 dsk, dsv);
+  r.status = fsattn_bla_backward(&exec, &dims, &p, a.up(c.q), a.up(c.k), a.up(c.v), a.up(c.state_k), a.up(c.state_v),
+                                 a.up(u.d_o), a.up(u.d_state_k), a.up(u.d_state_v), dq, dk, dv, dlg, dsk, dsv);
   r.q = a.down(dq);
   r.k = a.down(dk);
   r.v = a.down(dv);

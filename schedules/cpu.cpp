@@ -62,7 +62,10 @@ void schedule_scan_cpu(ScanStages &s, const ScanInputs &in, const Var &vec, cons
 
   state.compute_root().reorder_storage(vec, other);
   state.update(0).reorder(vec, other).fuse(x.h, x.b, bh).parallel(bh).vectorize(vec, k.vector, kTail);
-  state.update(1).reorder(vec, other, s.chunks.x, x.h, x.b).fuse(x.h, x.b, bh).parallel(bh)
+  state.update(1)
+      .reorder(vec, other, s.chunks.x, x.h, x.b)
+      .fuse(x.h, x.b, bh)
+      .parallel(bh)
       .vectorize(vec, k.vector, kTail);
 }
 
@@ -99,8 +102,11 @@ void schedule_slot_read_cpu(SlotRead &rd, Func at, const Var &chb, const Knobs &
 Var schedule_output_cpu(Func o, const Knobs &k) {
   const Vars &x = vars();
   Var bh("bh"), chb("chb"), tc("tc"), ti("ti");
-  o.split(x.t, tc, ti, k.chunk, TailStrategy::GuardWithIf).fuse(x.h, x.b, bh).fuse(tc, bh, chb)
-      .parallel(chb).vectorize(x.r, k.vector, kTail);
+  o.split(x.t, tc, ti, k.chunk, TailStrategy::GuardWithIf)
+      .fuse(x.h, x.b, bh)
+      .fuse(tc, bh, chb)
+      .parallel(chb)
+      .vectorize(x.r, k.vector, kTail);
   return chb;
 }
 
@@ -147,7 +153,10 @@ void schedule_ida_pass1_cpu(IdaForwardStages &s, const Knobs &k, bool keep_norms
   Func p = s.p.out.func();
   p.compute_root().fuse(x.h, x.b, bh).fuse(x.c, bh, chb).parallel(chb).vectorize(x.m, k.vector, kTail);
   // The intra-chunk read walks the decay table along m: a copy with m innermost.
-  s.modes.decay_pow.func().in(s.p.intra.func()).compute_root().reorder_storage(x.m, x.n)
+  s.modes.decay_pow.func()
+      .in(s.p.intra.func())
+      .compute_root()
+      .reorder_storage(x.m, x.n)
       .vectorize(x.m, k.vector, kTail);
   schedule_channel_read_cpu(s.p, s.key_in, Func(), p, chb, k);
 
@@ -295,7 +304,10 @@ void schedule_bla_backward_cpu(BlaBackwardStages &s, const Knobs &k) {
   }
   for (Func f : {s.k_end_terms, s.v_end_terms}) {
     f.compute_root().fuse(x.h, x.b, bh).parallel(bh).vectorize(x.r, k.vector, kTail);
-    f.update().reorder(x.r, s.r_chunks.x, s.r_chunks.y, x.h, x.b).fuse(x.h, x.b, bh).parallel(bh)
+    f.update()
+        .reorder(x.r, s.r_chunks.x, s.r_chunks.y, x.h, x.b)
+        .fuse(x.h, x.b, bh)
+        .parallel(bh)
         .vectorize(x.r, k.vector, kTail);
   }
   s.d_log_gamma.compute_root();
@@ -316,7 +328,10 @@ void schedule_ida_backward_cpu(IdaBackwardStages &s, const Knobs &k) {
   for (Func read : {s.hk_read.intra.func(), s.hv_read.intra.func()}) {
     s.conj_decay.func().in(read).compute_root().reorder_storage(x.m, x.n).vectorize(x.m, k.vector, kTail);
   }
-  f.modes.decay_pow.func().in(s.gw_read.intra.func()).compute_root().reorder_storage(x.m, x.n)
+  f.modes.decay_pow.func()
+      .in(s.gw_read.intra.func())
+      .compute_root()
+      .reorder_storage(x.m, x.n)
       .vectorize(x.m, k.vector, kTail);
 
   // The forward states are read by channels (p, g_w): modes innermost; the adjoint states by
@@ -403,14 +418,20 @@ void schedule_ida_step_cpu(IdaStepStages &s, const Knobs &k) {
   // The features, each norm once per head and sequence (inlined, every vector of a feature
   // summed its norm again).
   IdaFeatures &feat = s.feat;
-  for (auto [feature, norm] : {std::pair(feat.fq, feat.q_ssq), std::pair(feat.kt, feat.k_ssq),
-                               std::pair(feat.vt, feat.v_ssq)}) {
+  for (auto [feature, norm] :
+       {std::pair(feat.fq, feat.q_ssq), std::pair(feat.kt, feat.k_ssq), std::pair(feat.vt, feat.v_ssq)}) {
     feature.compute_root().parallel(x.b).vectorize(x.r, k.vector, kTail);
     norm.compute_at(feature, x.h);
   }
   for (auto [next, out] : {std::pair(&s.key_new, &s.state_k_out), std::pair(&s.value_new, &s.state_v_out)}) {
-    out->compute_root().bound(x.ri, 0, 2).split(x.r, ro, rv, k.vector, kTail).reorder(rv, x.ri, ro, x.m, x.h, x.b)
-        .unroll(x.ri).vectorize(rv).fuse(x.h, x.b, bh).parallel(bh);
+    out->compute_root()
+        .bound(x.ri, 0, 2)
+        .split(x.r, ro, rv, k.vector, kTail)
+        .reorder(rv, x.ri, ro, x.m, x.h, x.b)
+        .unroll(x.ri)
+        .vectorize(rv)
+        .fuse(x.h, x.b, bh)
+        .parallel(bh);
     next->func().in(*out).compute_at(*out, ro).vectorize(x.r, k.vector, kTail);
   }
   // p = Xk fq sums along each mode's row: vectors along the row (rfactor), then their lanes.

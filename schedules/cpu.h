@@ -6,8 +6,8 @@
 #include "generators/bla_forward.h"
 #include "generators/dirichlet.h"
 #include "generators/ida_backward.h"
-#include "generators/step.h"
 #include "generators/ida_forward.h"
+#include "generators/step.h"
 #include "knobs.h"
 
 namespace fsattn {

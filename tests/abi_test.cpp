@@ -149,7 +149,10 @@ TEST(Abi, BadStructSizesAreRefused) {
       fsattn_ida_params ip = ic.params();
       fsattn_bla_params bp = bc.params();
       fsattn_ida_grads dp = FSATTN_IDA_GRADS_INIT;
-      const char *name = arg == 0 ? "exec->struct_size" : arg == 1 ? "dims->struct_size" : arg == 2 ? "p->struct_size" : "dp->struct_size";
+      const char *name = arg == 0   ? "exec->struct_size"
+                         : arg == 1 ? "dims->struct_size"
+                         : arg == 2 ? "p->struct_size"
+                                    : "dp->struct_size";
       if (arg == 0) exec.struct_size = bad;
       if (arg == 1) idims.struct_size = bdims.struct_size = bad;
       if (arg == 2) ip.struct_size = bp.struct_size = bad;
@@ -159,10 +162,10 @@ TEST(Abi, BadStructSizesAreRefused) {
         EXPECT_NE(std::string(fsattn_last_error()).find(name), std::string::npos) << fn << ": " << fsattn_last_error();
         EXPECT_EQ(o, o0) << fn;
       };
-      expect_refused(fsattn_ida_backward(&exec, &idims, &ip, ic.q.ptr(), ic.k.ptr(), ic.v.ptr(), nullptr, nullptr,
-                                         o.data(), nullptr, nullptr, dq.data(), dk.data(), dv.data(), &dp, nullptr,
-                                         nullptr),
-                     "fsattn_ida_backward");
+      expect_refused(
+          fsattn_ida_backward(&exec, &idims, &ip, ic.q.ptr(), ic.k.ptr(), ic.v.ptr(), nullptr, nullptr, o.data(),
+                              nullptr, nullptr, dq.data(), dk.data(), dv.data(), &dp, nullptr, nullptr),
+          "fsattn_ida_backward");
       if (arg == 3) continue;
       expect_refused(fsattn_ida_forward(&exec, &idims, &ip, ic.q.ptr(), ic.k.ptr(), ic.v.ptr(), nullptr, nullptr,
                                         o.data(), sk.data(), sv.data()),
@@ -170,10 +173,10 @@ TEST(Abi, BadStructSizesAreRefused) {
       expect_refused(fsattn_bla_forward(&exec, &bdims, &bp, bc.q.ptr(), bc.k.ptr(), bc.v.ptr(), nullptr, nullptr,
                                         o.data(), nullptr, nullptr),
                      "fsattn_bla_forward");
-      expect_refused(fsattn_bla_backward(&exec, &bdims, &bp, bc.q.ptr(), bc.k.ptr(), bc.v.ptr(), nullptr, nullptr,
-                                         o.data(), nullptr, nullptr, dq.data(), dk.data(), dv.data(), dlg.data(),
-                                         nullptr, nullptr),
-                     "fsattn_bla_backward");
+      expect_refused(
+          fsattn_bla_backward(&exec, &bdims, &bp, bc.q.ptr(), bc.k.ptr(), bc.v.ptr(), nullptr, nullptr, o.data(),
+                              nullptr, nullptr, dq.data(), dk.data(), dv.data(), dlg.data(), nullptr, nullptr),
+          "fsattn_bla_backward");
       if (arg == 0) {
         const double lag = 0;
         expect_refused(fsattn_bla_interpolate(&exec, 1, 1, 4, 1, 4.0, 3, 0, &lag, 1, sk.data(), o.data()),

@@ -78,7 +78,8 @@ const BadCase<IdaCall> kBad[] = {
     {"zero_heads", [](Call &c) { c.dims.heads = 0; }, FSATTN_ERROR_INVALID_ARGUMENT, "dims->heads"},
     {"zero_dk", [](Call &c) { c.dims.dk = 0; }, FSATTN_ERROR_INVALID_ARGUMENT, "dims->dk"},
     {"huge_dv", [](Call &c) { c.dims.dv = 257; }, FSATTN_ERROR_INVALID_ARGUMENT, "dims->dv"},
-    {"too_many_heads", [](Call &c) { c.dims.heads = FSATTN_MAX_HEADS + 1; }, FSATTN_ERROR_INVALID_ARGUMENT, "dims->heads"},
+    {"too_many_heads", [](Call &c) { c.dims.heads = FSATTN_MAX_HEADS + 1; }, FSATTN_ERROR_INVALID_ARGUMENT,
+     "dims->heads"},
     {"huge_seqlen", [](Call &c) { c.dims.seqlen = int64_t(1) << 40; }, FSATTN_ERROR_INVALID_ARGUMENT, "dims->seqlen"},
     {"overflowing_size",
      [](Call &c) {
@@ -113,7 +114,8 @@ const BadCase<IdaCall> kBad[] = {
     {"null_A_im", [](Call &c) { c.p.A_im = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->A_im is NULL"},
     {"null_B", [](Call &c) { c.p.B = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->B is NULL"},
     {"null_C", [](Call &c) { c.p.C = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->C is NULL"},
-    {"unknown_variant", [](Call &c) { c.exec.variant = "no_such_schedule"; }, FSATTN_ERROR_INVALID_ARGUMENT, "no_such_schedule"},
+    {"unknown_variant", [](Call &c) { c.exec.variant = "no_such_schedule"; }, FSATTN_ERROR_INVALID_ARGUMENT,
+     "no_such_schedule"},
     {"cuda_host_memory", [](Call &c) { c.exec.device = FSATTN_DEVICE_CUDA; }, cuda_on_host_memory(), "CUDA"},
     {"varlen_past_seqlen",
      [](Call &c) {
@@ -148,7 +150,8 @@ struct BlaCall {
 };
 
 const BadCase<BlaCall> kBadBla[] = {
-    {"bad_device", [](BlaCall &c) { c.exec.device = fsattn_device(-1); }, FSATTN_ERROR_INVALID_ARGUMENT, "exec->device"},
+    {"bad_device", [](BlaCall &c) { c.exec.device = fsattn_device(-1); }, FSATTN_ERROR_INVALID_ARGUMENT,
+     "exec->device"},
     {"zero_batch", [](BlaCall &c) { c.dims.batch = 0; }, FSATTN_ERROR_INVALID_ARGUMENT, "dims->batch"},
     {"huge_dk", [](BlaCall &c) { c.dims.dk = 1000; }, FSATTN_ERROR_INVALID_ARGUMENT, "dims->dk"},
     {"negative_modes", [](BlaCall &c) { c.p.modes = -1; }, FSATTN_ERROR_INVALID_ARGUMENT, "modes"},
@@ -163,10 +166,12 @@ const BadCase<BlaCall> kBadBla[] = {
     {"negative_pos0", [](BlaCall &c) { c.p.pos0 = -1; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->pos0"},
     {"pos0_past_2_53", [](BlaCall &c) { c.p.pos0 = (int64_t(1) << 53) - 2; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->pos0"},
     {"nan_scale", [](BlaCall &c) { c.p.scale = NAN; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->scale"},
-    {"null_log_gamma", [](BlaCall &c) { c.p.log_gamma = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->log_gamma is NULL"},
+    {"null_log_gamma", [](BlaCall &c) { c.p.log_gamma = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT,
+     "p->log_gamma is NULL"},
     {"positive_log_gamma", [](BlaCall &c) { c.log_gamma[1] = 0.5f; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->log_gamma[1]"},
     {"nan_log_gamma", [](BlaCall &c) { c.log_gamma[0] = NAN; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->log_gamma[0]"},
-    {"minus_inf_log_gamma", [](BlaCall &c) { c.log_gamma[0] = -INFINITY; }, FSATTN_ERROR_INVALID_ARGUMENT, "p->log_gamma[0]"},
+    {"minus_inf_log_gamma", [](BlaCall &c) { c.log_gamma[0] = -INFINITY; }, FSATTN_ERROR_INVALID_ARGUMENT,
+     "p->log_gamma[0]"},
     {"null_q", [](BlaCall &c) { c.q = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "q is NULL"},
     {"null_k", [](BlaCall &c) { c.k = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "k is NULL"},
     {"null_v", [](BlaCall &c) { c.v = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "v is NULL"},
@@ -211,7 +216,8 @@ const BadCase<InterpolateCall> kBadInterpolate[] = {
     {"null_lags", [](InterpolateCall &c) { c.lags = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "lags is NULL"},
     {"null_state", [](InterpolateCall &c) { c.st = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "state is NULL"},
     {"null_out", [](InterpolateCall &c) { c.out = nullptr; }, FSATTN_ERROR_INVALID_ARGUMENT, "out is NULL"},
-    {"no_cuda_kernel", [](InterpolateCall &c) { c.exec.device = FSATTN_DEVICE_CUDA; }, FSATTN_ERROR_UNSUPPORTED, "CUDA"},
+    {"no_cuda_kernel", [](InterpolateCall &c) { c.exec.device = FSATTN_DEVICE_CUDA; }, FSATTN_ERROR_UNSUPPORTED,
+     "CUDA"},
 };
 
 class BlaInterpolateInvalid : public ::testing::TestWithParam<BadCase<InterpolateCall>> {};

@@ -27,11 +27,11 @@ TEST_P(BlaBackward, MatchesReference) {
   expect_grads_match(run_bla_backward(c, u, variant.c_str()), reference_bla_backward(c, u), kGradTol, variant);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cpu, BlaBackward,
-    ::testing::Combine(::testing::ValuesIn(kShapes),
-                       ::testing::ValuesIn(cpu_variants(FSATTN_OP_BLA_BACKWARD, Schedules::kHand)), ::testing::Bool()),
-    ShapeVariantStateName());
+INSTANTIATE_TEST_SUITE_P(Cpu, BlaBackward,
+                         ::testing::Combine(::testing::ValuesIn(kShapes),
+                                            ::testing::ValuesIn(cpu_variants(FSATTN_OP_BLA_BACKWARD, Schedules::kHand)),
+                                            ::testing::Bool()),
+                         ShapeVariantStateName());
 
 // The autoscheduled baselines compute the gradients the default schedule computes, at the
 // benchmark shape they are built for.
@@ -111,10 +111,10 @@ TEST(BlaBackwardProperties, StateGradientsInPlace) {
   EXPECT_EQ(seed_k, want.state_k);
   EXPECT_EQ(seed_v, want.state_v);
   std::vector<float> state_k = c.state_k.f, state_v = c.state_v.f;
-  ASSERT_EQ(FSATTN_OK, fsattn_bla_backward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), state_k.data(),
-                                           state_v.data(), u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(),
-                                           r.q.data(), r.k.data(), r.v.data(), r.log_gamma.data(), state_k.data(),
-                                           state_v.data()))
+  ASSERT_EQ(FSATTN_OK,
+            fsattn_bla_backward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), state_k.data(), state_v.data(),
+                                u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(), r.q.data(), r.k.data(), r.v.data(),
+                                r.log_gamma.data(), state_k.data(), state_v.data()))
       << fsattn_last_error();
   EXPECT_EQ(state_k, want.state_k);
   EXPECT_EQ(state_v, want.state_v);
@@ -130,13 +130,17 @@ TEST(BlaBackwardApi, InvalidArgumentsAreRefused) {
     void (*mutate)(fsattn_dims &, fsattn_bla_params &, const float *&, float *&, float *&);
   };
   const Bad cases[] = {
-      {"null d_o", "d_o", [](fsattn_dims &, fsattn_bla_params &, const float *&d_o, float *&, float *&) { d_o = nullptr; }},
+      {"null d_o", "d_o",
+       [](fsattn_dims &, fsattn_bla_params &, const float *&d_o, float *&, float *&) { d_o = nullptr; }},
       {"null dq", "dq", [](fsattn_dims &, fsattn_bla_params &, const float *&, float *&dq, float *&) { dq = nullptr; }},
       {"null d_log_gamma", "d_log_gamma",
        [](fsattn_dims &, fsattn_bla_params &, const float *&, float *&, float *&dlg) { dlg = nullptr; }},
-      {"zero heads", "heads", [](fsattn_dims &d, fsattn_bla_params &, const float *&, float *&, float *&) { d.heads = 0; }},
-      {"zero slots", "slots", [](fsattn_dims &, fsattn_bla_params &p, const float *&, float *&, float *&) { p.slots = 0; }},
-      {"negative pos0", "pos0", [](fsattn_dims &, fsattn_bla_params &p, const float *&, float *&, float *&) { p.pos0 = -1; }},
+      {"zero heads", "heads",
+       [](fsattn_dims &d, fsattn_bla_params &, const float *&, float *&, float *&) { d.heads = 0; }},
+      {"zero slots", "slots",
+       [](fsattn_dims &, fsattn_bla_params &p, const float *&, float *&, float *&) { p.slots = 0; }},
+      {"negative pos0", "pos0",
+       [](fsattn_dims &, fsattn_bla_params &p, const float *&, float *&, float *&) { p.pos0 = -1; }},
       {"NaN period", "period",
        [](fsattn_dims &, fsattn_bla_params &p, const float *&, float *&, float *&) { p.period = NAN; }},
   };

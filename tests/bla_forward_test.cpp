@@ -24,11 +24,11 @@ TEST_P(BlaForward, MatchesReference) {
   expect_match(run_bla_forward(c, variant.c_str()), reference_bla_forward(c), kForwardTol, variant);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cpu, BlaForward,
-    ::testing::Combine(::testing::ValuesIn(kShapes), ::testing::ValuesIn(cpu_variants(FSATTN_OP_BLA_FORWARD, Schedules::kHand)),
-                       ::testing::Bool()),
-    ShapeVariantStateName());
+INSTANTIATE_TEST_SUITE_P(Cpu, BlaForward,
+                         ::testing::Combine(::testing::ValuesIn(kShapes),
+                                            ::testing::ValuesIn(cpu_variants(FSATTN_OP_BLA_FORWARD, Schedules::kHand)),
+                                            ::testing::Bool()),
+                         ShapeVariantStateName());
 
 // The autoscheduled baselines compute the same function at the benchmark shape they are built for.
 TEST(BlaForwardBaselines, MatchReference) {
@@ -140,8 +140,8 @@ TEST(BlaForwardProperties, DeterministicAndNullStates) {
   fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_dims dims = c.dims();
   fsattn_bla_params p = c.params();
-  ASSERT_EQ(fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), nullptr, nullptr, o.data(),
-                               nullptr, nullptr),
+  ASSERT_EQ(fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), nullptr, nullptr, o.data(), nullptr,
+                               nullptr),
             FSATTN_OK)
       << fsattn_last_error();
   EXPECT_EQ(o, a.o);
@@ -150,8 +150,8 @@ TEST(BlaForwardProperties, DeterministicAndNullStates) {
 // fsattn_bla_interpolate against the reference formula, fractional and negative lags included,
 // over a state the forward pass produced (S >= 2M+1 and S < 2M+1).
 TEST(BlaInterpolate, MatchesReference) {
-  for (const ref::BlaShape &s : {ref::BlaShape{2, 300, 3, 24, 24, 15, 64.0, 31},
-                                 ref::BlaShape{1, 100, 2, 5, 5, 9, 37.3, 8}}) {
+  for (const ref::BlaShape &s :
+       {ref::BlaShape{2, 300, 3, 24, 24, 15, 64.0, 31}, ref::BlaShape{1, 100, 2, 5, 5, 9, 37.3, 8}}) {
     BlaCase c = make_bla_case(s, 12345, 171, 0.97, false);
     BlaResult r = run_bla_forward(c);
     ASSERT_EQ(r.status, FSATTN_OK) << fsattn_last_error();
@@ -160,13 +160,12 @@ TEST(BlaInterpolate, MatchesReference) {
     for (double l = -2.5; l < 2 * s.W; l += 0.37) lags.push_back(l);
     std::vector<float> out(s.B * s.H * lags.size() * s.Dk, NAN);
     fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
-    ASSERT_EQ(fsattn_bla_interpolate(&exec, s.B, s.H, s.Dk, s.M, s.W, s.S, position, lags.data(),
-                                     int64_t(lags.size()), r.state_k.data(), out.data()),
+    ASSERT_EQ(fsattn_bla_interpolate(&exec, s.B, s.H, s.Dk, s.M, s.W, s.S, position, lags.data(), int64_t(lags.size()),
+                                     r.state_k.data(), out.data()),
               FSATTN_OK)
         << fsattn_last_error();
     const std::vector<double> state(r.state_k.begin(), r.state_k.end());
-    EXPECT_LE(rel_error(out, ref::bla_interpolate(s.B, s.H, s.Dk, s.M, s.W, s.S, position, lags, state)),
-              kForwardTol)
+    EXPECT_LE(rel_error(out, ref::bla_interpolate(s.B, s.H, s.Dk, s.M, s.W, s.S, position, lags, state)), kForwardTol)
         << "S=" << s.S;
   }
 }

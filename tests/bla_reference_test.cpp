@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-
 using namespace fsattn;
 using namespace fsattn::test;
 
@@ -103,8 +102,8 @@ TEST(BlaReference, StateChaining) {
   const BlaCase first = c.tokens(0, cut), second = c.tokens(cut, s.T);
   const ref::BlaOutputs o1 = run(first);
   // The second piece starts from the first's float64 state (not rounded to float32).
-  const ref::BlaOutputs o2 = ref::bla_forward(second.s, second.ref_params(), second.q.d, second.k.d,
-                                              second.v.d, o1.state_k, o1.state_v);
+  const ref::BlaOutputs o2 =
+      ref::bla_forward(second.s, second.ref_params(), second.q.d, second.k.d, second.v.d, o1.state_k, o1.state_v);
   // Reassemble [B,T,H,Dv] from the two pieces.
   std::vector<double> o;
   for (int64_t b = 0; b < s.B; ++b) {
@@ -248,8 +247,12 @@ TEST(BlaReference, GradientsMatchFiniteDifferences) {
   ref::BlaParams p = c.ref_params();
   const ref::BlaGrads g = ref::bla_backward(s, p, x0.q, x0.k, x0.v, x0.state_k, x0.state_v, d_o, d_sk, d_sv);
   const std::pair<std::vector<double> Inputs::*, const std::vector<double> *> checks[] = {
-      {&Inputs::q, &g.q},           {&Inputs::k, &g.k},             {&Inputs::v, &g.v},
-      {&Inputs::log_gamma, &g.log_gamma}, {&Inputs::state_k, &g.state_k}, {&Inputs::state_v, &g.state_v}};
+      {&Inputs::q, &g.q},
+      {&Inputs::k, &g.k},
+      {&Inputs::v, &g.v},
+      {&Inputs::log_gamma, &g.log_gamma},
+      {&Inputs::state_k, &g.state_k},
+      {&Inputs::state_v, &g.state_v}};
   const char *names[] = {"q", "k", "v", "log_gamma", "state_k", "state_v"};
   for (size_t n = 0; n < std::size(checks); ++n) {
     const auto [member, analytic] = checks[n];

@@ -65,12 +65,11 @@ void expect_ida_grads_match(const Result &r, const Want &want, double tol, const
   EXPECT_LE(grad_error(r.state_k, want.state_k), tol) << what << ": d_state_k";
   EXPECT_LE(grad_error(r.state_v, want.state_v), tol) << what << ": d_state_v";
   // Parameter gradients sum over every token: their scale is that of d log γ (above).
-  for (auto [got, ref, name] : {std::tuple(&r.gk, &want.gk, "gk"), std::tuple(&r.bk, &want.bk, "bk"),
-                                std::tuple(&r.gv, &want.gv, "gv"), std::tuple(&r.bv, &want.bv, "bv"),
-                                std::tuple(&r.log_dt, &want.log_dt, "log_dt"),
-                                std::tuple(&r.A_re_log, &want.A_re_log, "A_re_log"),
-                                std::tuple(&r.A_im, &want.A_im, "A_im"), std::tuple(&r.B, &want.B, "B"),
-                                std::tuple(&r.C, &want.C, "C")}) {
+  for (auto [got, ref, name] :
+       {std::tuple(&r.gk, &want.gk, "gk"), std::tuple(&r.bk, &want.bk, "bk"), std::tuple(&r.gv, &want.gv, "gv"),
+        std::tuple(&r.bv, &want.bv, "bv"), std::tuple(&r.log_dt, &want.log_dt, "log_dt"),
+        std::tuple(&r.A_re_log, &want.A_re_log, "A_re_log"), std::tuple(&r.A_im, &want.A_im, "A_im"),
+        std::tuple(&r.B, &want.B, "B"), std::tuple(&r.C, &want.C, "C")}) {
     EXPECT_LE(grad_error(*got, *ref, 1e-2), tol) << what << ": d" << name;
   }
 }

@@ -27,11 +27,11 @@ TEST_P(IdaBackward, MatchesReference) {
   expect_ida_grads_match(run_ida_backward(c, u, variant.c_str()), reference_ida_backward(c, u), kGradTol, variant);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cpu, IdaBackward,
-    ::testing::Combine(::testing::ValuesIn(kShapes),
-                       ::testing::ValuesIn(cpu_variants(FSATTN_OP_IDA_BACKWARD, Schedules::kHand)), ::testing::Bool()),
-    ShapeVariantStateName());
+INSTANTIATE_TEST_SUITE_P(Cpu, IdaBackward,
+                         ::testing::Combine(::testing::ValuesIn(kShapes),
+                                            ::testing::ValuesIn(cpu_variants(FSATTN_OP_IDA_BACKWARD, Schedules::kHand)),
+                                            ::testing::Bool()),
+                         ShapeVariantStateName());
 
 // The autoscheduled baselines compute the gradients the default schedule computes, at the
 // benchmark shape they are built for.
@@ -51,8 +51,7 @@ TEST(IdaBackwardProperties, MixedStateArguments) {
   for (bool states : {true, false}) {
     IdaCase c = make_ida_case({2, 90, 3, 10, 6, 5}, 31, states);
     IdaUpstream u = make_ida_upstream(c, 32, !states);
-    expect_ida_grads_match(run_ida_backward(c, u), reference_ida_backward(c, u), kGradTol,
-                           states ? "states" : "seeds");
+    expect_ida_grads_match(run_ida_backward(c, u), reference_ida_backward(c, u), kGradTol, states ? "states" : "seeds");
   }
 }
 
@@ -63,11 +62,11 @@ TEST(IdaBackwardProperties, Deterministic) {
   IdaGradResult a = run_ida_backward(c, u), b = run_ida_backward(c, u);
   ASSERT_EQ(a.status, FSATTN_OK) << fsattn_last_error();
   ASSERT_EQ(b.status, FSATTN_OK) << fsattn_last_error();
-  for (auto [x, y] : {std::pair(&a.q, &b.q), std::pair(&a.k, &b.k), std::pair(&a.v, &b.v), std::pair(&a.gk, &b.gk),
-                      std::pair(&a.bk, &b.bk), std::pair(&a.gv, &b.gv), std::pair(&a.bv, &b.bv),
-                      std::pair(&a.log_dt, &b.log_dt), std::pair(&a.A_re_log, &b.A_re_log),
-                      std::pair(&a.A_im, &b.A_im), std::pair(&a.B, &b.B), std::pair(&a.C, &b.C),
-                      std::pair(&a.state_k, &b.state_k), std::pair(&a.state_v, &b.state_v)}) {
+  for (auto [x, y] :
+       {std::pair(&a.q, &b.q), std::pair(&a.k, &b.k), std::pair(&a.v, &b.v), std::pair(&a.gk, &b.gk),
+        std::pair(&a.bk, &b.bk), std::pair(&a.gv, &b.gv), std::pair(&a.bv, &b.bv), std::pair(&a.log_dt, &b.log_dt),
+        std::pair(&a.A_re_log, &b.A_re_log), std::pair(&a.A_im, &b.A_im), std::pair(&a.B, &b.B), std::pair(&a.C, &b.C),
+        std::pair(&a.state_k, &b.state_k), std::pair(&a.state_v, &b.state_v)}) {
     EXPECT_EQ(*x, *y);
   }
 }
@@ -88,10 +87,10 @@ TEST(IdaBackwardProperties, NullGradientsAreSkipped) {
     r.C = C_before;
     fsattn_ida_grads dp = r.params();
     dp.C = nullptr;
-    ASSERT_EQ(FSATTN_OK, fsattn_ida_backward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
-                                             c.state_v.ptr(), u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(),
-                                             r.q.data(), r.k.data(), r.v.data(), some ? &dp : nullptr, nullptr,
-                                             nullptr))
+    ASSERT_EQ(FSATTN_OK,
+              fsattn_ida_backward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(), c.state_v.ptr(),
+                                  u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(), r.q.data(), r.k.data(), r.v.data(),
+                                  some ? &dp : nullptr, nullptr, nullptr))
         << fsattn_last_error();
     EXPECT_EQ(r.q, full.q);
     EXPECT_EQ(r.k, full.k);
@@ -146,8 +145,8 @@ TEST(IdaBackwardApi, InvalidArgumentsAreRefused) {
     fsattn_dims dims = c.dims();
     fsattn_ida_params p = c.params();
     IdaGradResult r = run_ida_backward(c, u);  // for its buffers' sizes
-    std::vector<std::vector<float> *> all{&r.q, &r.k, &r.v, &r.gk, &r.bk, &r.gv, &r.bv, &r.log_dt,
-                                          &r.A_re_log, &r.A_im, &r.B, &r.C, &r.state_k, &r.state_v};
+    std::vector<std::vector<float> *> all{&r.q,      &r.k,        &r.v,    &r.gk, &r.bk, &r.gv,      &r.bv,
+                                          &r.log_dt, &r.A_re_log, &r.A_im, &r.B,  &r.C,  &r.state_k, &r.state_v};
     for (auto *g : all) g->assign(g->size(), 7.0f);
     const float *d_o = u.d_o.ptr();
     float *dq = r.q.data();

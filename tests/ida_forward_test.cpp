@@ -25,11 +25,11 @@ TEST_P(IdaForward, MatchesReference) {
   expect_match(run_ida_forward(c, variant.c_str()), reference_ida_forward(c), kForwardTol, variant);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cpu, IdaForward,
-    ::testing::Combine(::testing::ValuesIn(kShapes), ::testing::ValuesIn(cpu_variants(FSATTN_OP_IDA_FORWARD, Schedules::kHand)),
-                       ::testing::Bool()),
-    ShapeVariantStateName());
+INSTANTIATE_TEST_SUITE_P(Cpu, IdaForward,
+                         ::testing::Combine(::testing::ValuesIn(kShapes),
+                                            ::testing::ValuesIn(cpu_variants(FSATTN_OP_IDA_FORWARD, Schedules::kHand)),
+                                            ::testing::Bool()),
+                         ShapeVariantStateName());
 
 // The autoscheduled baselines compute the same function at the benchmark shape they are built for.
 TEST(IdaForwardBaselines, MatchReference) {
@@ -131,8 +131,8 @@ TEST(IdaForwardProperties, NullStates) {
   fsattn_exec exec{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
   fsattn_dims dims = c.dims();
   fsattn_ida_params p = c.params();
-  ASSERT_EQ(FSATTN_OK, fsattn_ida_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), nullptr, nullptr,
-                                          o.data(), nullptr, nullptr))
+  ASSERT_EQ(FSATTN_OK, fsattn_ida_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), nullptr, nullptr, o.data(),
+                                          nullptr, nullptr))
       << fsattn_last_error();
   EXPECT_EQ(0, std::memcmp(o.data(), full.o.data(), o.size() * sizeof(float)));
   // An explicit zero state equals a NULL one.

@@ -31,8 +31,8 @@ inline void check_poison(const Case &clean_case, Run run) {
   const auto clean = run(clean_case);
   ASSERT_EQ(clean.status, FSATTN_OK) << fsattn_last_error();
   ASSERT_TRUE(all_finite(clean.o));
-  for (Poison p : {Poison{'q', NAN}, Poison{'k', NAN}, Poison{'v', NAN}, Poison{'q', INFINITY},
-                   Poison{'k', -INFINITY}, Poison{'v', INFINITY}}) {
+  for (Poison p : {Poison{'q', NAN}, Poison{'k', NAN}, Poison{'v', NAN}, Poison{'q', INFINITY}, Poison{'k', -INFINITY},
+                   Poison{'v', INFINITY}}) {
     Case c = clean_case;
     Tensor32 &x = p.tensor == 'q' ? c.q : p.tensor == 'k' ? c.k : c.v;
     const int64_t D = p.tensor == 'v' ? s.Dv : s.Dk;
@@ -55,8 +55,14 @@ inline void check_poison(const Case &clean_case, Run run) {
           }
         }
     // The key state depends on k only, the value state on v only.
-    if (p.tensor == 'k') EXPECT_FALSE(all_finite(got.state_k)); else EXPECT_EQ(got.state_k, clean.state_k);
-    if (p.tensor == 'v') EXPECT_FALSE(all_finite(got.state_v)); else EXPECT_EQ(got.state_v, clean.state_v);
+    if (p.tensor == 'k')
+      EXPECT_FALSE(all_finite(got.state_k));
+    else
+      EXPECT_EQ(got.state_k, clean.state_k);
+    if (p.tensor == 'v')
+      EXPECT_FALSE(all_finite(got.state_v));
+    else
+      EXPECT_EQ(got.state_v, clean.state_v);
   }
 }
 

@@ -24,9 +24,9 @@ TEST(PtxBudgets, WideEntriesGetTheBudgetOthersAreUnchanged) {
   const std::string narrow = "_kernel_p_inter_global_wrapper_0_s0_h___block_id_z";
   const std::string ptx = kHeader + entry(narrow) + "\n" + entry(wide) + "\n" + entry(narrow + "__1");
   const std::string out = fsattn::with_wide_budgets(ptx, 128);
-  const std::string expected =
-      kHeader + entry(narrow) + "\n" +
-      entry(wide).replace(entry(wide).find("\n{"), 0, "\n.maxnreg 128") + "\n" + entry(narrow + "__1");
+  const std::string expected = kHeader + entry(narrow) + "\n" +
+                               entry(wide).replace(entry(wide).find("\n{"), 0, "\n.maxnreg 128") + "\n" +
+                               entry(narrow + "__1");
   EXPECT_EQ(out, expected);
   EXPECT_EQ(out.find(".maxnreg"), out.rfind(".maxnreg"));  // once: the wide entry only
 }

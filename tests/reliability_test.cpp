@@ -1,7 +1,7 @@
 // Reliability of the CPU API inside someone else's process: concurrent callers, non-finite
 // inputs, and running out of memory.
-#include "poison.h"
 #include "cases.h"
+#include "poison.h"
 
 #include <gtest/gtest.h>
 

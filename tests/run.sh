@@ -10,6 +10,10 @@
 # (FSATTN_VARIANTS=all), so that each is checked against the reference.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Formatting first (seconds): every C, C++ and CUDA source as .clang-format says.
+if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+  git ls-files -z '*.c' '*.cpp' '*.cu' '*.h' | xargs -0 clang-format-14 --dry-run --Werror
+fi
 cmake -S . -B build -G Ninja -DFSATTN_VARIANTS=all
 cmake --build build
 ctest --test-dir build --output-on-failure -j2

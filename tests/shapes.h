@@ -23,11 +23,8 @@ struct BlaShapeCase {
 };
 
 inline const IdaShapeCase kIdaForwardShapes[] = {
-    {"T1", {1, 1, 1, 8, 8, 4}},
-    {"odd", {2, 37, 3, 16, 24, 8}},
-    {"BH1_tiny_dims", {1, 100, 1, 5, 7, 3}},
-    {"M_gt_D", {1, 65, 2, 4, 3, 12}},
-    {"long", {1, 2053, 2, 32, 16, 16}},
+    {"T1", {1, 1, 1, 8, 8, 4}},       {"odd", {2, 37, 3, 16, 24, 8}},     {"BH1_tiny_dims", {1, 100, 1, 5, 7, 3}},
+    {"M_gt_D", {1, 65, 2, 4, 3, 12}}, {"long", {1, 2053, 2, 32, 16, 16}},
 };
 
 inline const IdaShapeCase kIdaBackwardShapes[] = {

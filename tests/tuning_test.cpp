@@ -35,10 +35,10 @@ std::string write_file(const std::string &name, const std::string &text) {
 
 // One entry: op on the CPU at batch B, seqlen T, heads 4, dk = dv = features = 16.
 std::string entry(const char *op, const std::string &variant, int64_t B, int64_t T, const char *device = "cpu") {
-  return std::string("{\"op\": \"") + op + "\", \"device\": \"" + device + "\", \"shape\": {\"batch\": " +
-         std::to_string(B) + ", \"seqlen\": " + std::to_string(T) +
-         ", \"heads\": 4, \"dk\": 16, \"dv\": 16, \"features\": 16}, \"variant\": \"" + variant +
-         "\", \"ms\": {\"" + variant + "\": 1.5}}";
+  return std::string("{\"op\": \"") + op + "\", \"device\": \"" + device +
+         "\", \"shape\": {\"batch\": " + std::to_string(B) + ", \"seqlen\": " + std::to_string(T) +
+         ", \"heads\": 4, \"dk\": 16, \"dv\": 16, \"features\": 16}, \"variant\": \"" + variant + "\", \"ms\": {\"" +
+         variant + "\": 1.5}}";
 }
 
 std::string table(const std::string &entries, const std::string &library = fsattn_version(),
@@ -76,8 +76,8 @@ TEST(Tuning, EnvironmentFileIsUsed) {
 }
 
 TEST(Tuning, NearestShapeWins) {
-  const std::string path = write_file("nearest.json", table(entry("ida_forward", "cpu_c16", 1, 64) + ", " +
-                                                            entry("ida_forward", "cpu_c32", 8, 4096)));
+  const std::string path = write_file(
+      "nearest.json", table(entry("ida_forward", "cpu_c16", 1, 64) + ", " + entry("ida_forward", "cpu_c32", 8, 4096)));
   ASSERT_EQ(fsattn_load_tuning(path.c_str()), FSATTN_OK) << fsattn_last_error();
   EXPECT_STREQ(selected(FSATTN_OP_IDA_FORWARD, 1, 64), "cpu_c16");
   EXPECT_STREQ(selected(FSATTN_OP_IDA_FORWARD, 2, 100), "cpu_c16");
@@ -210,7 +210,8 @@ TEST(Tuning, LoadsFsattnTuneOutput) {
     const std::string name = fsattn_op_name(op);
     std::string chosen;  // at() throws, failing the test, where the file lacks a key
     for (const nlohmann::json &e : file.at("entries")) {
-      if (e.at("op") == name && e.at("device") == "cpu" && e.at("shape") == shape) chosen = e.at("variant").get<std::string>();
+      if (e.at("op") == name && e.at("device") == "cpu" && e.at("shape") == shape)
+        chosen = e.at("variant").get<std::string>();
     }
     EXPECT_EQ(chosen, v) << name << " runs " << v << ", not the file's choice:\n" << text;
   }

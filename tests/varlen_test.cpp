@@ -50,10 +50,10 @@ TEST(Varlen, BlaEqualsSeparateCalls) {
   BlaGradResult g;
   g.q.assign(kT * 2 * 8, NAN), g.k = g.q, g.v.assign(kT * 2 * 6, NAN), g.log_gamma.assign(2, NAN);
   g.state_k.assign(kSeqs * nk, NAN), g.state_v.assign(kSeqs * nv, NAN);
-  ASSERT_EQ(FSATTN_OK, fsattn_bla_backward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
-                                           c.state_v.ptr(), u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(),
-                                           g.q.data(), g.k.data(), g.v.data(), g.log_gamma.data(), g.state_k.data(),
-                                           g.state_v.data()))
+  ASSERT_EQ(FSATTN_OK,
+            fsattn_bla_backward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(), c.state_v.ptr(),
+                                u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(), g.q.data(), g.k.data(), g.v.data(),
+                                g.log_gamma.data(), g.state_k.data(), g.state_v.data()))
       << fsattn_last_error();
 
   std::vector<std::vector<float>> o_parts, dq, dk, dv;
@@ -107,14 +107,13 @@ TEST(Varlen, IdaEqualsSeparateCalls) {
   ASSERT_EQ(FSATTN_OK, fsattn_ida_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
                                           c.state_v.ptr(), o.data(), sk.data(), sv.data()))
       << fsattn_last_error();
-  IdaCase one_token = c;  // for run_ida_backward's buffer sizes: replaced below
+  IdaCase one_token = c;                             // for run_ida_backward's buffer sizes: replaced below
   IdaGradResult g = run_ida_backward(one_token, u);  // dense sizes match the varlen call's activations
   fsattn_ida_grads dp = g.params();
   g.state_k.assign(kSeqs * nk, NAN), g.state_v.assign(kSeqs * nv, NAN);
   ASSERT_EQ(FSATTN_OK, fsattn_ida_backward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), c.state_k.ptr(),
                                            c.state_v.ptr(), u.d_o.ptr(), u.d_state_k.ptr(), u.d_state_v.ptr(),
-                                           g.q.data(), g.k.data(), g.v.data(), &dp, g.state_k.data(),
-                                           g.state_v.data()))
+                                           g.q.data(), g.k.data(), g.v.data(), &dp, g.state_k.data(), g.state_v.data()))
       << fsattn_last_error();
 
   std::vector<std::vector<float>> o_parts, dq;
@@ -164,9 +163,8 @@ TEST(Varlen, InvalidCuSeqlensAreRefused) {
   };
   for (const Bad &bad : cases) {
     fsattn_dims dims{sizeof(fsattn_dims), bad.batch, 10, 1, 4, 4, bad.cu.data(), int64_t(bad.cu.size()) - 1};
-    EXPECT_EQ(FSATTN_ERROR_INVALID_ARGUMENT,
-              fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), nullptr, nullptr, o.data(), nullptr,
-                                 nullptr))
+    EXPECT_EQ(FSATTN_ERROR_INVALID_ARGUMENT, fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(),
+                                                                nullptr, nullptr, o.data(), nullptr, nullptr))
         << bad.what;
     EXPECT_NE(std::string(fsattn_last_error()).find(bad.message), std::string::npos) << fsattn_last_error();
   }

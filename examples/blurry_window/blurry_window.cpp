@@ -6,9 +6,9 @@
 // one PNG, a panel per setting. Exits non-zero if a check or the PNG write fails.
 //
 // Usage: fsattn-blurry-window [out.png]   (default blurry_window.png)
-#include <CLI/CLI.hpp>
 #include <fsattn/fsattn.h>
 #include <png.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -21,10 +21,11 @@
 
 namespace {
 
-struct Rgb { uint8_t r, g, b; };
-constexpr Rgb kPaper{255, 255, 255}, kFrame{190, 190, 190}, kGrid{232, 232, 232},
-    kZero{150, 150, 150}, kText{30, 30, 30}, kKey{70, 70, 70}, kLine{31, 100, 200},
-    kAnchor{230, 120, 20};
+struct Rgb {
+  uint8_t r, g, b;
+};
+constexpr Rgb kPaper{255, 255, 255}, kFrame{190, 190, 190}, kGrid{232, 232, 232}, kZero{150, 150, 150},
+    kText{30, 30, 30}, kKey{70, 70, 70}, kLine{31, 100, 200}, kAnchor{230, 120, 20};
 
 // 5x7 glyphs, one string per row, plus an eighth (descender) row for g and y; only the
 // characters this program writes.
@@ -146,8 +147,7 @@ double dirichlet(int M, double W, double x) {
 
 // One BLA forward over the keys (B=H=Dk=Dv=1, γ=1, pos0=0, v=k), then the final key slots
 // read back at `lags` behind the newest token: the window the state remembers.
-std::vector<float> run_bla(int M, double W, int S, const std::vector<float> &k,
-                           const std::vector<double> &lags) {
+std::vector<float> run_bla(int M, double W, int S, const std::vector<float> &k, const std::vector<double> &lags) {
   const int64_t T = int64_t(k.size());
   const fsattn_exec exec = FSATTN_EXEC_INIT;
   fsattn_dims dims = FSATTN_DIMS_INIT;
@@ -156,18 +156,17 @@ std::vector<float> run_bla(int M, double W, int S, const std::vector<float> &k,
   fsattn_bla_params p = FSATTN_BLA_PARAMS_INIT;
   p.modes = M, p.period = W, p.slots = S, p.log_gamma = log_gamma;
   std::vector<float> q(T, 1.0f), o(T), state_k(S), window(lags.size());
-  if (fsattn_bla_forward(&exec, &dims, &p, q.data(), k.data(), k.data(), nullptr, nullptr,
-                         o.data(), state_k.data(), nullptr) != FSATTN_OK)
+  if (fsattn_bla_forward(&exec, &dims, &p, q.data(), k.data(), k.data(), nullptr, nullptr, o.data(), state_k.data(),
+                         nullptr) != FSATTN_OK)
     die(std::string("fsattn_bla_forward: ") + fsattn_last_error());
-  if (fsattn_bla_interpolate(&exec, 1, 1, 1, M, W, S, T - 1, lags.data(), int64_t(lags.size()),
-                             state_k.data(), window.data()) != FSATTN_OK)
+  if (fsattn_bla_interpolate(&exec, 1, 1, 1, M, W, S, T - 1, lags.data(), int64_t(lags.size()), state_k.data(),
+                             window.data()) != FSATTN_OK)
     die(std::string("fsattn_bla_interpolate: ") + fsattn_last_error());
   return window;
 }
 
 // Σ_τ D_M(t−ℓ−τ)/W k_τ: the blurred key history the slots should hold, at each lag ℓ.
-std::vector<double> expected_window(int M, double W, const std::vector<float> &k,
-                                    const std::vector<double> &lags) {
+std::vector<double> expected_window(int M, double W, const std::vector<float> &k, const std::vector<double> &lags) {
   const double t = double(k.size() - 1);
   std::vector<double> out;
   for (double lag : lags) {
@@ -214,8 +213,8 @@ struct Panel {
 };
 
 // Plot geometry shared by all panels so their vertical scales can be compared.
-constexpr int kImgW = 1200, kImgH = 900, kLeft = 60, kRight = 1180, kTop = 10, kPanelH = 196,
-              kGap = 14, kHeader = 36, kFooter = 20;
+constexpr int kImgW = 1200, kImgH = 900, kLeft = 60, kRight = 1180, kTop = 10, kPanelH = 196, kGap = 14, kHeader = 36,
+              kFooter = 20;
 
 void draw_panel(Canvas &c, const Panel &p, int top, double vmin, double vmax, bool legend) {
   const int bottom = top + kPanelH, y_hi = top + kHeader, y_lo = bottom - kFooter;
@@ -241,8 +240,8 @@ void draw_panel(Canvas &c, const Panel &p, int top, double vmin, double vmax, bo
   for (int lag = 0; lag < T; ++lag) c.dot(X(lag), Y(p.keys[T - 1 - lag]), 3, kKey);
 
   // Labels get a paper-coloured backing so the grid lines do not run through the letters.
-  const std::string label = "M=" + std::to_string(p.M) + "  W=" + std::to_string(int(p.W)) +
-                            "  S=" + std::to_string(p.S);
+  const std::string label =
+      "M=" + std::to_string(p.M) + "  W=" + std::to_string(int(p.W)) + "  S=" + std::to_string(p.S);
   c.rect(kLeft + 2, top + 2, kLeft + 18 + Canvas::text_width(label), top + 28, kPaper);
   c.text(kLeft + 10, top + 8, label, kText);
   if (!legend) return;
@@ -285,8 +284,8 @@ int main(int argc, char **argv) {
     }
     const bool pass = err <= 1e-4 * scale;
     ok &= pass;
-    std::printf("M=%-2d W=%g S=%-2d  max abs error %.2e  (max |value| %.3f)  %s  -> %s\n", M, W,
-                p.S, err, scale, pass ? "ok" : "FAILED", path.c_str());
+    std::printf("M=%-2d W=%g S=%-2d  max abs error %.2e  (max |value| %.3f)  %s  -> %s\n", M, W, p.S, err, scale,
+                pass ? "ok" : "FAILED", path.c_str());
     panels.push_back(std::move(p));
   }
   if (!ok) die("reconstruction does not match the float64 formula (tolerance 1e-4 x max |value|)");

@@ -57,7 +57,8 @@ bool demo_schedules(fsattn_op op, double tol, Run run, Errors errors) {
 template <typename Want>
 auto forward_errors(const Want &want) {
   return [&want](const ForwardResult &r) {
-    return std::pair(rel_error(r.o, want.o), std::max(rel_error(r.state_k, want.state_k), rel_error(r.state_v, want.state_v)));
+    return std::pair(rel_error(r.o, want.o),
+                     std::max(rel_error(r.state_k, want.state_k), rel_error(r.state_v, want.state_v)));
   };
 }
 
@@ -73,8 +74,8 @@ bool demo_ida() {
   print_ida_shape("forward");
   IdaCase c = make_ida_case(kIdaShape, 2024, true);
   const ref::IdaOutputs want = reference_ida_forward(c);
-  return demo_schedules(FSATTN_OP_IDA_FORWARD, kTol, [&](const char *v) { return run_ida_forward(c, v); },
-                        forward_errors(want));
+  return demo_schedules(
+      FSATTN_OP_IDA_FORWARD, kTol, [&](const char *v) { return run_ida_forward(c, v); }, forward_errors(want));
 }
 
 bool demo_ida_backward() {
@@ -84,17 +85,17 @@ bool demo_ida_backward() {
   const ref::IdaGrads want = reference_ida_backward(c, u);
   auto errors = [&](const IdaGradResult &r) {
     double err = 0;
-    for (auto [got, ref] : {std::pair(&r.q, &want.q), std::pair(&r.k, &want.k), std::pair(&r.v, &want.v),
-                            std::pair(&r.gk, &want.gk), std::pair(&r.bk, &want.bk), std::pair(&r.gv, &want.gv),
-                            std::pair(&r.bv, &want.bv), std::pair(&r.log_dt, &want.log_dt),
-                            std::pair(&r.A_re_log, &want.A_re_log), std::pair(&r.A_im, &want.A_im),
-                            std::pair(&r.B, &want.B), std::pair(&r.C, &want.C)}) {
+    for (auto [got, ref] :
+         {std::pair(&r.q, &want.q), std::pair(&r.k, &want.k), std::pair(&r.v, &want.v), std::pair(&r.gk, &want.gk),
+          std::pair(&r.bk, &want.bk), std::pair(&r.gv, &want.gv), std::pair(&r.bv, &want.bv),
+          std::pair(&r.log_dt, &want.log_dt), std::pair(&r.A_re_log, &want.A_re_log), std::pair(&r.A_im, &want.A_im),
+          std::pair(&r.B, &want.B), std::pair(&r.C, &want.C)}) {
       err = std::max(err, rel_error(*got, *ref));
     }
     return std::pair(err, std::max(rel_error(r.state_k, want.state_k), rel_error(r.state_v, want.state_v)));
   };
-  return demo_schedules(FSATTN_OP_IDA_BACKWARD, kGradTol, [&](const char *v) { return run_ida_backward(c, u, v); },
-                        errors);
+  return demo_schedules(
+      FSATTN_OP_IDA_BACKWARD, kGradTol, [&](const char *v) { return run_ida_backward(c, u, v); }, errors);
 }
 
 const ref::BlaShape kBlaShape{1, 2048, 4, 64, 64, 31, 256.0, 64};  // the sizes the baselines are built for
@@ -111,8 +112,8 @@ bool demo_bla() {
   print_bla_shape("forward");
   BlaCase c = make_bla_case(kBlaShape, kBlaPos0, 2025, 0.95, true);
   const ref::BlaOutputs want = reference_bla_forward(c);
-  return demo_schedules(FSATTN_OP_BLA_FORWARD, kTol, [&](const char *v) { return run_bla_forward(c, v); },
-                        forward_errors(want));
+  return demo_schedules(
+      FSATTN_OP_BLA_FORWARD, kTol, [&](const char *v) { return run_bla_forward(c, v); }, forward_errors(want));
 }
 
 bool demo_bla_backward() {
@@ -125,15 +126,17 @@ bool demo_bla_backward() {
                            rel_error(r.log_gamma, want.log_gamma)});
     return std::pair(err, std::max(rel_error(r.state_k, want.state_k), rel_error(r.state_v, want.state_v)));
   };
-  return demo_schedules(FSATTN_OP_BLA_BACKWARD, kGradTol, [&](const char *v) { return run_bla_backward(c, u, v); },
-                        errors);
+  return demo_schedules(
+      FSATTN_OP_BLA_BACKWARD, kGradTol, [&](const char *v) { return run_bla_backward(c, u, v); }, errors);
 }
 
 }  // namespace
 
 int main() {
-  std::printf("fsattn %s demo (errors: relative Frobenius vs the float64 reference; tolerance %.0e forward, "
-              "%.0e gradients)\n\n", fsattn_version(), kTol, kGradTol);
+  std::printf(
+      "fsattn %s demo (errors: relative Frobenius vs the float64 reference; tolerance %.0e forward, "
+      "%.0e gradients)\n\n",
+      fsattn_version(), kTol, kGradTol);
   bool ok = demo_ida();
   std::printf("\n");
   ok &= demo_ida_backward();

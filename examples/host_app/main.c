@@ -50,8 +50,8 @@ int main(void) {
   for (int i = 0; i < B * T * H * D; ++i) norm += (double)o[i] * o[i];
   /* A bad argument is a status and a message, never a crash. */
   st = fsattn_ida_forward(&exec, &dims, &p, NULL, k, v, NULL, NULL, o, NULL, NULL);
-  printf("fsattn %s (header %d.%d.%d): ida_forward ok, |o| = %.6f; with q = NULL: %s, \"%s\"\n",
-         fsattn_version(), FSATTN_VERSION_MAJOR, FSATTN_VERSION_MINOR, FSATTN_VERSION_PATCH, sqrt(norm),
-         fsattn_status_string(st), fsattn_last_error());
+  printf("fsattn %s (header %d.%d.%d): ida_forward ok, |o| = %.6f; with q = NULL: %s, \"%s\"\n", fsattn_version(),
+         FSATTN_VERSION_MAJOR, FSATTN_VERSION_MINOR, FSATTN_VERSION_PATCH, sqrt(norm), fsattn_status_string(st),
+         fsattn_last_error());
   return st == FSATTN_ERROR_INVALID_ARGUMENT && isfinite(norm) && norm > 0 ? 0 : 1;
 }

@@ -19,9 +19,8 @@ double dirichlet_weight(int64_t M, double W, int64_t S, int64_t j, int64_t t) {
   return dirichlet(M, W, double(j) * W / double(S) - r) / W;  // a_j − (t mod W)
 }
 
-std::vector<double> bla_interpolate(int64_t B, int64_t H, int64_t D, int64_t M, double W, int64_t S,
-                                    int64_t position, const std::vector<double> &lags,
-                                    const std::vector<double> &state) {
+std::vector<double> bla_interpolate(int64_t B, int64_t H, int64_t D, int64_t M, double W, int64_t S, int64_t position,
+                                    const std::vector<double> &lags, const std::vector<double> &state) {
   const int64_t N = int64_t(lags.size());
   const double phase = std::fmod(double(position), W);
   std::vector<double> out(B * H * N * D, 0.0);
@@ -57,8 +56,8 @@ std::vector<double> exact_window_attention(const BlaShape &s, double scale, cons
   return o;
 }
 
-std::vector<double> fourier_slot_state(const BlaShape &s, int64_t D, const std::vector<double> &log_gamma,
-                                       int64_t pos0, const std::vector<double> &x) {
+std::vector<double> fourier_slot_state(const BlaShape &s, int64_t D, const std::vector<double> &log_gamma, int64_t pos0,
+                                       const std::vector<double> &x) {
   using cd = std::complex<double>;
   const int64_t M = s.M;
   std::vector<double> out(s.B * s.H * s.S * D);
@@ -151,11 +150,10 @@ BlaOutputs bla_forward(const BlaShape &s, const BlaParams &p, const std::vector<
   return out;
 }
 
-BlaGrads bla_backward(const BlaShape &s, const BlaParams &p, const std::vector<double> &q,
-                      const std::vector<double> &k, const std::vector<double> &v,
-                      const std::vector<double> &state_k_in, const std::vector<double> &state_v_in,
-                      const std::vector<double> &d_o, const std::vector<double> &d_state_k,
-                      const std::vector<double> &d_state_v) {
+BlaGrads bla_backward(const BlaShape &s, const BlaParams &p, const std::vector<double> &q, const std::vector<double> &k,
+                      const std::vector<double> &v, const std::vector<double> &state_k_in,
+                      const std::vector<double> &state_v_in, const std::vector<double> &d_o,
+                      const std::vector<double> &d_state_k, const std::vector<double> &d_state_v) {
   const int64_t B = s.B, T = s.T, H = s.H, Dk = s.Dk, Dv = s.Dv, S = s.S;
   BlaGrads g;
   g.q.assign(q.size(), 0.0);
@@ -169,7 +167,8 @@ BlaGrads bla_backward(const BlaShape &s, const BlaParams &p, const std::vector<d
       const double gamma = std::exp(p.log_gamma[h]);
       const size_t sk = (b * H + h) * S * Dk, sv = (b * H + h) * S * Dv;
       // Forward again, keeping every state: Ks[t] is the state before token t, Ks[T] the final.
-      std::vector<std::vector<double>> Ks(T + 1), Vs(T + 1), phi(T, std::vector<double>(S)), pi(T, std::vector<double>(S));
+      std::vector<std::vector<double>> Ks(T + 1), Vs(T + 1), phi(T, std::vector<double>(S)),
+          pi(T, std::vector<double>(S));
       Ks[0] = head_state(state_k_in, sk, S * Dk);
       Vs[0] = head_state(state_v_in, sv, S * Dv);
       for (int64_t i = 0; i < T; ++i) {

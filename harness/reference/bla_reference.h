@@ -33,11 +33,10 @@ struct BlaGrads {
   std::vector<double> log_gamma;         // [H]
   std::vector<double> state_k, state_v;  // [B,H,S,Dk] [B,H,S,Dv]
 };
-BlaGrads bla_backward(const BlaShape &s, const BlaParams &p, const std::vector<double> &q,
-                      const std::vector<double> &k, const std::vector<double> &v,
-                      const std::vector<double> &state_k_in, const std::vector<double> &state_v_in,
-                      const std::vector<double> &d_o, const std::vector<double> &d_state_k,
-                      const std::vector<double> &d_state_v);
+BlaGrads bla_backward(const BlaShape &s, const BlaParams &p, const std::vector<double> &q, const std::vector<double> &k,
+                      const std::vector<double> &v, const std::vector<double> &state_k_in,
+                      const std::vector<double> &state_v_in, const std::vector<double> &d_o,
+                      const std::vector<double> &d_state_k, const std::vector<double> &d_state_v);
 
 // D_M(x) = 1 + 2 Σ_{m=1..M} cos(2π m x / W), summed term by term.
 double dirichlet(int64_t M, double W, double x);
@@ -48,9 +47,8 @@ double dirichlet_weight(int64_t M, double W, int64_t S, int64_t j, int64_t t);
 // The blurry window read back from a slot state (the API's fsattn_bla_interpolate):
 // out[b,h,n,:] = (1/S) Σ_j D_M(a_j − (position − lags[n])) state[b,h,j,:], position reduced
 // mod W first. state [B,H,S,D], out [B,H,N,D].
-std::vector<double> bla_interpolate(int64_t B, int64_t H, int64_t D, int64_t M, double W, int64_t S,
-                                    int64_t position, const std::vector<double> &lags,
-                                    const std::vector<double> &state);
+std::vector<double> bla_interpolate(int64_t B, int64_t H, int64_t D, int64_t M, double W, int64_t S, int64_t position,
+                                    const std::vector<double> &lags, const std::vector<double> &state);
 
 // Two other forms of BLA from docs/spec.md §2, for property tests:
 // the exact window (W = S = 2M+1, γ = 1, T ≤ W, zero initial state) is causal softmax attention
@@ -60,8 +58,8 @@ std::vector<double> exact_window_attention(const BlaShape &s, double scale, cons
 // The slot state through the Fourier coefficients F_t[m] = γ F_{t−1}[m] + e^{−iω_m t} x_t:
 // Ks[j] = (1/W) Re Σ_m e^{iω_m a_j} F[m] after all T tokens of x [B,T,H,D] (zero initial
 // state); returns [B,H,S,D].
-std::vector<double> fourier_slot_state(const BlaShape &s, int64_t D, const std::vector<double> &log_gamma,
-                                       int64_t pos0, const std::vector<double> &x);
+std::vector<double> fourier_slot_state(const BlaShape &s, int64_t D, const std::vector<double> &log_gamma, int64_t pos0,
+                                       const std::vector<double> &x);
 
 // state_k_in / state_v_in may be empty (zero initial state).
 BlaOutputs bla_forward(const BlaShape &s, const BlaParams &p, const std::vector<double> &q,

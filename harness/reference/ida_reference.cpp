@@ -71,7 +71,8 @@ struct Head {
   int64_t M;
   double dt;
   std::vector<cd> dtA, lambda, Bm, G;
-  Head(const IdaParams &p, int64_t h, int64_t M_) : M(M_), dt(std::exp(p.log_dt[h])), dtA(M), lambda(M), Bm(M), G(M * M) {
+  Head(const IdaParams &p, int64_t h, int64_t M_)
+      : M(M_), dt(std::exp(p.log_dt[h])), dtA(M), lambda(M), Bm(M), G(M * M) {
     for (int64_t m = 0; m < M; ++m) {
       dtA[m] = dt * cd(-std::exp(p.A_re_log[h * M + m]), p.A_im[h * M + m]);
       lambda[m] = std::exp(dtA[m]);
@@ -161,11 +162,10 @@ IdaOutputs ida_forward(const IdaShape &s, const IdaParams &p, const std::vector<
 
 // Conventions: a complex quantity z's gradient is g = ∂L/∂Re z + i ∂L/∂Im z, so that
 // δL = Re Σ conj(g) δz; through z = a y (a complex), g_y = conj(a) g_z.
-IdaGrads ida_backward(const IdaShape &s, const IdaParams &p, const std::vector<double> &q,
-                      const std::vector<double> &k, const std::vector<double> &v,
-                      const std::vector<double> &state_k_in, const std::vector<double> &state_v_in,
-                      const std::vector<double> &d_o, const std::vector<double> &d_state_k,
-                      const std::vector<double> &d_state_v) {
+IdaGrads ida_backward(const IdaShape &s, const IdaParams &p, const std::vector<double> &q, const std::vector<double> &k,
+                      const std::vector<double> &v, const std::vector<double> &state_k_in,
+                      const std::vector<double> &state_v_in, const std::vector<double> &d_o,
+                      const std::vector<double> &d_state_k, const std::vector<double> &d_state_v) {
   const int64_t B = s.B, T = s.T, H = s.H, Dk = s.Dk, Dv = s.Dv, M = s.M;
   IdaGrads g;
   g.q.assign(q.size(), 0.0);

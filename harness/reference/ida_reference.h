@@ -33,13 +33,12 @@ struct IdaGrads {
   std::vector<double> q, k, v;                 // [B,T,H,Dk] [B,T,H,Dk] [B,T,H,Dv]
   std::vector<double> gk, bk, gv, bv, log_dt;  // as the parameters
   std::vector<double> A_re_log, A_im, B, C;
-  std::vector<double> state_k, state_v;        // [B,H,M,Dk,2] [B,H,M,Dv,2]
+  std::vector<double> state_k, state_v;  // [B,H,M,Dk,2] [B,H,M,Dv,2]
 };
-IdaGrads ida_backward(const IdaShape &s, const IdaParams &p, const std::vector<double> &q,
-                      const std::vector<double> &k, const std::vector<double> &v,
-                      const std::vector<double> &state_k_in, const std::vector<double> &state_v_in,
-                      const std::vector<double> &d_o, const std::vector<double> &d_state_k,
-                      const std::vector<double> &d_state_v);
+IdaGrads ida_backward(const IdaShape &s, const IdaParams &p, const std::vector<double> &q, const std::vector<double> &k,
+                      const std::vector<double> &v, const std::vector<double> &state_k_in,
+                      const std::vector<double> &state_v_in, const std::vector<double> &d_o,
+                      const std::vector<double> &d_state_k, const std::vector<double> &d_state_v);
 
 // state_k_in / state_v_in may be empty (zero initial state).
 IdaOutputs ida_forward(const IdaShape &s, const IdaParams &p, const std::vector<double> &q,

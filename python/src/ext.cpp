@@ -25,9 +25,11 @@ namespace {
 using addr = std::uintptr_t;
 
 template <class T>
-T *P(addr a) { return reinterpret_cast<T *>(a); }
+T *P(addr a) {
+  return reinterpret_cast<T *>(a);
+}
 
-PyObject *g_error = nullptr;   // fsattn.FsattnError (RuntimeError)
+PyObject *g_error = nullptr;        // fsattn.FsattnError (RuntimeError)
 PyObject *g_unsupported = nullptr;  // fsattn.UnsupportedError (FsattnError, NotImplementedError)
 
 // The message of a failed call: read on the calling thread (fsattn_last_error is per thread),
@@ -115,8 +117,8 @@ fsattn_ida_params make_ida(int64_t modes, double eps, const IdaPtrs &a) {
 
 // ---- BLA ---------------------------------------------------------------------------------
 
-void bla_forward(int device, addr stream, const py::object &variant,                     //
-                 int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,  //
+void bla_forward(int device, addr stream, const py::object &variant,                                       //
+                 int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,       //
                  int64_t modes, double period, int64_t slots, double scale, int64_t pos0, addr log_gamma,  //
                  addr q, addr k, addr v, addr sk_in, addr sv_in, addr o, addr sk_out, addr sv_out) {
   Exec ex(device, stream, variant);
@@ -133,10 +135,10 @@ void bla_forward(int device, addr stream, const py::object &variant,            
   raise_if_failed(f);
 }
 
-void bla_backward(int device, addr stream, const py::object &variant,                     //
-                  int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,  //
+void bla_backward(int device, addr stream, const py::object &variant,                                       //
+                  int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,       //
                   int64_t modes, double period, int64_t slots, double scale, int64_t pos0, addr log_gamma,  //
-                  addr q, addr k, addr v, addr sk_in, addr sv_in, addr d_o, addr d_sk_out, addr d_sv_out,  //
+                  addr q, addr k, addr v, addr sk_in, addr sv_in, addr d_o, addr d_sk_out, addr d_sv_out,   //
                   addr dq, addr dk, addr dv, addr d_log_gamma, addr d_sk_in, addr d_sv_in) {
   Exec ex(device, stream, variant);
   const fsattn_dims d = make_dims(B, T, H, Dk, Dv, cu, num_seqs);
@@ -153,8 +155,8 @@ void bla_backward(int device, addr stream, const py::object &variant,           
   raise_if_failed(f);
 }
 
-void bla_step(int device, addr stream, const py::object &variant,  //
-              int64_t B, int64_t H, int64_t Dk, int64_t Dv,         //
+void bla_step(int device, addr stream, const py::object &variant,                                      //
+              int64_t B, int64_t H, int64_t Dk, int64_t Dv,                                            //
               int64_t modes, double period, int64_t slots, double scale, int64_t pos, addr log_gamma,  //
               addr q, addr k, addr v, addr sk, addr sv, addr o) {
   Exec ex(device, stream, variant);
@@ -174,7 +176,7 @@ void bla_step(int device, addr stream, const py::object &variant,  //
 // (CPU), with the same arguments as bla_step and the position advancing by one per call; each
 // call is timed alone and, when gap_seconds > 0, followed by that long a busy wait (as a
 // caller's own work between steps would). Returns the mean seconds per call.
-double time_bla_step(int64_t iters, double gap_seconds, int64_t B, int64_t H, int64_t Dk, int64_t Dv,  //
+double time_bla_step(int64_t iters, double gap_seconds, int64_t B, int64_t H, int64_t Dk, int64_t Dv,         //
                      int64_t modes, double period, int64_t slots, double scale, int64_t pos, addr log_gamma,  //
                      addr q, addr k, addr v, addr sk, addr sv, addr o) {
   using clock = std::chrono::steady_clock;
@@ -210,8 +212,8 @@ void bla_interpolate(int device, addr stream, const py::object &variant,  //
   Failure f;
   {
     py::gil_scoped_release nogil;
-    f = failure(fsattn_bla_interpolate(&ex.e, B, H, D, modes, period, slots, position, P<const double>(lags),
-                                       num_lags, P<const float>(state), P<float>(out)),
+    f = failure(fsattn_bla_interpolate(&ex.e, B, H, D, modes, period, slots, position, P<const double>(lags), num_lags,
+                                       P<const float>(state), P<float>(out)),
                 "fsattn_bla_interpolate");
   }
   raise_if_failed(f);
@@ -219,9 +221,9 @@ void bla_interpolate(int device, addr stream, const py::object &variant,  //
 
 // ---- IDA ---------------------------------------------------------------------------------
 
-void ida_forward(int device, addr stream, const py::object &variant,                     //
+void ida_forward(int device, addr stream, const py::object &variant,                                  //
                  int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,  //
-                 int64_t modes, double eps, const IdaPtrs &params,                                  //
+                 int64_t modes, double eps, const IdaPtrs &params,                                    //
                  addr q, addr k, addr v, addr sk_in, addr sv_in, addr o, addr sk_out, addr sv_out) {
   Exec ex(device, stream, variant);
   const fsattn_dims d = make_dims(B, T, H, Dk, Dv, cu, num_seqs);
@@ -238,9 +240,9 @@ void ida_forward(int device, addr stream, const py::object &variant,            
 }
 
 // grads: the parameter gradients in the order of IdaParams (each 0: not written).
-void ida_backward(int device, addr stream, const py::object &variant,                     //
-                  int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,  //
-                  int64_t modes, double eps, const IdaPtrs &params,                                  //
+void ida_backward(int device, addr stream, const py::object &variant,                                      //
+                  int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,      //
+                  int64_t modes, double eps, const IdaPtrs &params,                                        //
                   addr q, addr k, addr v, addr sk_in, addr sv_in, addr d_o, addr d_sk_out, addr d_sv_out,  //
                   addr dq, addr dk, addr dv, const IdaPtrs &grads, addr d_sk_in, addr d_sv_in) {
   Exec ex(device, stream, variant);
@@ -268,7 +270,7 @@ void ida_backward(int device, addr stream, const py::object &variant,           
   raise_if_failed(f);
 }
 
-void ida_step(int device, addr stream, const py::object &variant,  //
+void ida_step(int device, addr stream, const py::object &variant,                                              //
               int64_t B, int64_t H, int64_t Dk, int64_t Dv, int64_t modes, double eps, const IdaPtrs &params,  //
               addr q, addr k, addr v, addr sk, addr sv, addr o) {
   Exec ex(device, stream, variant);

@@ -16,12 +16,33 @@
 namespace fsattn {
 
 // Each struct's size in the first release of this ABI (1.0): the smallest a caller may pass.
-template <typename T> struct FirstRelease;
-template <> struct FirstRelease<fsattn_exec> { static constexpr size_t size = 32; static constexpr const char *name = "fsattn_exec"; };
-template <> struct FirstRelease<fsattn_dims> { static constexpr size_t size = 64; static constexpr const char *name = "fsattn_dims"; };
-template <> struct FirstRelease<fsattn_ida_params> { static constexpr size_t size = 96; static constexpr const char *name = "fsattn_ida_params"; };
-template <> struct FirstRelease<fsattn_ida_grads> { static constexpr size_t size = 80; static constexpr const char *name = "fsattn_ida_grads"; };
-template <> struct FirstRelease<fsattn_bla_params> { static constexpr size_t size = 56; static constexpr const char *name = "fsattn_bla_params"; };
+template <typename T>
+struct FirstRelease;
+template <>
+struct FirstRelease<fsattn_exec> {
+  static constexpr size_t size = 32;
+  static constexpr const char *name = "fsattn_exec";
+};
+template <>
+struct FirstRelease<fsattn_dims> {
+  static constexpr size_t size = 64;
+  static constexpr const char *name = "fsattn_dims";
+};
+template <>
+struct FirstRelease<fsattn_ida_params> {
+  static constexpr size_t size = 96;
+  static constexpr const char *name = "fsattn_ida_params";
+};
+template <>
+struct FirstRelease<fsattn_ida_grads> {
+  static constexpr size_t size = 80;
+  static constexpr const char *name = "fsattn_ida_grads";
+};
+template <>
+struct FirstRelease<fsattn_bla_params> {
+  static constexpr size_t size = 56;
+  static constexpr const char *name = "fsattn_bla_params";
+};
 
 // No padding at the end of a struct, so that the bytes past an older library's struct are
 // fields of a newer one, never padding a caller may leave uninitialised.
@@ -47,10 +68,10 @@ const Known *read_struct(const char *function, const char *name, const T *in, Kn
   std::memcpy(&size, in, sizeof size);
   const std::string field = std::string(function) + ": " + name + "->struct_size";
   if (size < FirstRelease<T>::size || size > kMaxStructSize) {
-    *status = fail(FSATTN_ERROR_INVALID_ARGUMENT,
-                   field + " is " + std::to_string(size) + ", not the size of an " + FirstRelease<T>::name +
-                       " (" + std::to_string(FirstRelease<T>::size) + " bytes or more): initialise it with its " +
-                       "FSATTN_*_INIT macro");
+    *status =
+        fail(FSATTN_ERROR_INVALID_ARGUMENT, field + " is " + std::to_string(size) + ", not the size of an " +
+                                                FirstRelease<T>::name + " (" + std::to_string(FirstRelease<T>::size) +
+                                                " bytes or more): initialise it with its " + "FSATTN_*_INIT macro");
     return nullptr;
   }
   const unsigned char *bytes = reinterpret_cast<const unsigned char *>(in);

@@ -3,8 +3,8 @@
 #include "calls.h"
 #include "kernels.h"
 #include "status.h"
-#include "validate.h"
 #include "tuning.h"
+#include "validate.h"
 #include "varlen.h"
 
 #include <cmath>
@@ -70,16 +70,16 @@ struct BlaScalars {
   int32_t modes, slots;
   float scale;
   BlaScalars(const fsattn_dims *dims, const fsattn_bla_params *p)
-      : phase(phase_of(p->pos0, p->period)), period(p->period), modes(int32_t(p->modes)),
-        slots(int32_t(p->slots)), scale(p->scale > 0 ? p->scale : float(1.0 / std::sqrt(double(dims->dk)))) {}
+      : phase(phase_of(p->pos0, p->period)), period(p->period), modes(int32_t(p->modes)), slots(int32_t(p->slots)),
+        scale(p->scale > 0 ? p->scale : float(1.0 / std::sqrt(double(dims->dk)))) {}
   void add_to(KernelArgs &args) const {
     args.scalar(&phase).scalar(&period).scalar(&modes).scalar(&slots).scalar(&scale);
   }
 };
 
-fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
-                          const float *q, const float *k, const float *v, const float *state_k_in,
-                          const float *state_v_in, float *o, float *state_k_out, float *state_v_out);
+fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p, const float *q,
+                          const float *k, const float *v, const float *state_k_in, const float *state_v_in, float *o,
+                          float *state_k_out, float *state_v_out);
 
 // Each sequence of a variable-length batch as a dense call, with pos0 its first position
 // (varlen.h). If one fails, every output is NaN and states updated in place are restored.
@@ -98,9 +98,9 @@ fsattn_status bla_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dim
       });
 }
 
-fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
-                          const float *q, const float *k, const float *v, const float *state_k_in,
-                          const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
+fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p, const float *q,
+                          const float *k, const float *v, const float *state_k_in, const float *state_v_in, float *o,
+                          float *state_k_out, float *state_v_out) {
   Validator val("fsattn_bla_forward");
   check_bla_call(val, exec, dims, p, q, k, v);
   val.pointer("o", o);
@@ -111,7 +111,7 @@ fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
 
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_bla_forward", FSATTN_OP_BLA_FORWARD, exec->device, exec->variant,
-                  call_shape(dims, p->slots), &status);
+                                     call_shape(dims, p->slots), &status);
   if (kernel == nullptr) return status;
   if ((status = check_cuda_grid("fsattn_bla_forward", *kernel, dims)) != FSATTN_OK) return status;
 
@@ -131,11 +131,10 @@ fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   return args.run(*kernel, B, exec);
 }
 
-fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
-                           const float *q, const float *k, const float *v, const float *state_k_in,
-                           const float *state_v_in, const float *d_o, const float *d_state_k_out,
-                           const float *d_state_v_out, float *dq, float *dk, float *dv, float *d_log_gamma,
-                           float *d_state_k_in, float *d_state_v_in);
+fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p, const float *q,
+                           const float *k, const float *v, const float *state_k_in, const float *state_v_in,
+                           const float *d_o, const float *d_state_k_out, const float *d_state_v_out, float *dq,
+                           float *dk, float *dv, float *d_log_gamma, float *d_state_k_in, float *d_state_v_in);
 
 // Each sequence as a dense call; d log γ summed over the sequences in order (varlen.h).
 fsattn_status bla_backward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
@@ -146,25 +145,30 @@ fsattn_status bla_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen;
   VarlenMemory mem;
   if (const fsattn_status st = varlen_memory("fsattn_bla_backward", exec, &mem); st != FSATTN_OK) return st;
-  VarlenBackward b{size_t(p->slots * Dk * H), size_t(p->slots * Dv * H), state_k_in, state_v_in, d_state_k_out,
-                   d_state_v_out, d_state_k_in, d_state_v_in,
+  VarlenBackward b{size_t(p->slots * Dk * H),
+                   size_t(p->slots * Dv * H),
+                   state_k_in,
+                   state_v_in,
+                   d_state_k_out,
+                   d_state_v_out,
+                   d_state_k_in,
+                   d_state_v_in,
                    {{dq, size_t(T * H * Dk)}, {dk, size_t(T * H * Dk)}, {dv, size_t(T * H * Dv)}},
                    {SummedGradient(mem, d_log_gamma, size_t(H))}};
-  return backward_by_sequence(
-      mem, "fsattn_bla_backward", dims, b,
-      [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, const float *dsk,
-          const float *dsv, float *dski, float *dsvi) {
-        return bla_backward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
-                            d_o + s.first * H * Dv, dsk, dsv, dq + s.first * H * Dk, dk + s.first * H * Dk,
-                            dv + s.first * H * Dv, b.params[0].part_data(), dski, dsvi);
-      });
+  return backward_by_sequence(mem, "fsattn_bla_backward", dims, b,
+                              [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi,
+                                  const float *dsk, const float *dsv, float *dski, float *dsvi) {
+                                return bla_backward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk,
+                                                    v + s.first * H * Dv, ski, svi, d_o + s.first * H * Dv, dsk, dsv,
+                                                    dq + s.first * H * Dk, dk + s.first * H * Dk, dv + s.first * H * Dv,
+                                                    b.params[0].part_data(), dski, dsvi);
+                              });
 }
 
-fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
-                           const float *q, const float *k, const float *v, const float *state_k_in,
-                           const float *state_v_in, const float *d_o, const float *d_state_k_out,
-                           const float *d_state_v_out, float *dq, float *dk, float *dv, float *d_log_gamma,
-                           float *d_state_k_in, float *d_state_v_in) {
+fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p, const float *q,
+                           const float *k, const float *v, const float *state_k_in, const float *state_v_in,
+                           const float *d_o, const float *d_state_k_out, const float *d_state_v_out, float *dq,
+                           float *dk, float *dv, float *d_log_gamma, float *d_state_k_in, float *d_state_v_in) {
   Validator val("fsattn_bla_backward");
   check_bla_call(val, exec, dims, p, q, k, v);
   val.pointer("d_o", d_o).pointer("dq", dq).pointer("dk", dk).pointer("dv", dv).pointer("d_log_gamma", d_log_gamma);
@@ -175,9 +179,8 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   }
 
   fsattn_status status = FSATTN_OK;
-  const Kernel *kernel =
-      find_kernel("fsattn_bla_backward", FSATTN_OP_BLA_BACKWARD, exec->device, exec->variant,
-                  call_shape(dims, p->slots), &status);
+  const Kernel *kernel = find_kernel("fsattn_bla_backward", FSATTN_OP_BLA_BACKWARD, exec->device, exec->variant,
+                                     call_shape(dims, p->slots), &status);
   if (kernel == nullptr) return status;
   if ((status = check_cuda_grid("fsattn_bla_backward", *kernel, dims)) != FSATTN_OK) return status;
 
@@ -203,8 +206,8 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   return args.run(*kernel, B, exec);
 }
 
-fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
-                       const float *q, const float *k, const float *v, float *state_k, float *state_v, float *o) {
+fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p, const float *q,
+                       const float *k, const float *v, float *state_k, float *state_v, float *o) {
   Validator val("fsattn_bla_step");
   check_bla_call(val, exec, dims, p, q, k, v, /*varlen_ok=*/false);
   check_one_token(val, dims);
@@ -213,7 +216,7 @@ fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
 
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_bla_step", FSATTN_OP_BLA_STEP, exec->device, exec->variant,
-                  call_shape(dims, p->slots), &status);
+                                     call_shape(dims, p->slots), &status);
   if (kernel == nullptr) return status;
   if ((status = check_cuda_grid("fsattn_bla_step", *kernel, dims)) != FSATTN_OK) return status;
 
@@ -231,12 +234,13 @@ fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   return args.run(*kernel, B, exec);
 }
 
-fsattn_status bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads, int64_t dim,
-                              int64_t modes, double period, int64_t slots, int64_t position,
-                              const double *lags, int64_t num_lags, const float *state, float *out) {
+fsattn_status bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads, int64_t dim, int64_t modes,
+                              double period, int64_t slots, int64_t position, const double *lags, int64_t num_lags,
+                              const float *state, float *out) {
   Validator val("fsattn_bla_interpolate");
   val.exec(exec);
-  if (val.cuda()) val.fail(FSATTN_ERROR_UNSUPPORTED, "there is no CUDA kernel for the interpolation (exec->device = CUDA)");
+  if (val.cuda())
+    val.fail(FSATTN_ERROR_UNSUPPORTED, "there is no CUDA kernel for the interpolation (exec->device = CUDA)");
   val.range("batch", batch, 1, INT32_MAX).range("heads", heads, 1, FSATTN_MAX_HEADS);
   val.range("dim", dim, 1, FSATTN_MAX_FEATURE);
   check_window(val, modes, period, slots);
@@ -252,9 +256,8 @@ fsattn_status bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t he
   if (!val.ok()) return val.status();
 
   fsattn_status status = FSATTN_OK;
-  const Kernel *kernel =
-      find_kernel("fsattn_bla_interpolate", FSATTN_OP_BLA_INTERPOLATE, exec->device, exec->variant,
-                  CallShape{batch, num_lags, heads, dim, dim, slots}, &status);
+  const Kernel *kernel = find_kernel("fsattn_bla_interpolate", FSATTN_OP_BLA_INTERPOLATE, exec->device, exec->variant,
+                                     CallShape{batch, num_lags, heads, dim, dim, slots}, &status);
   if (kernel == nullptr) return status;
 
   double phase = phase_of(position, period);
@@ -270,10 +273,9 @@ fsattn_status bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t he
 }  // namespace
 
 extern "C" fsattn_status fsattn_bla_forward(const fsattn_exec *exec, const fsattn_dims *dims,
-                                            const fsattn_bla_params *p, const float *q, const float *k,
-                                            const float *v, const float *state_k_in,
-                                            const float *state_v_in, float *o, float *state_k_out,
-                                            float *state_v_out) {
+                                            const fsattn_bla_params *p, const float *q, const float *k, const float *v,
+                                            const float *state_k_in, const float *state_v_in, float *o,
+                                            float *state_k_out, float *state_v_out) {
   return guarded("fsattn_bla_forward", [&] {
     CallStructs<fsattn_bla_params> s;
     if (const fsattn_status st = s.read("fsattn_bla_forward", exec, dims, p); st != FSATTN_OK) return st;
@@ -282,22 +284,22 @@ extern "C" fsattn_status fsattn_bla_forward(const fsattn_exec *exec, const fsatt
 }
 
 extern "C" fsattn_status fsattn_bla_backward(const fsattn_exec *exec, const fsattn_dims *dims,
-                                             const fsattn_bla_params *p, const float *q, const float *k,
-                                             const float *v, const float *state_k_in, const float *state_v_in,
-                                             const float *d_o, const float *d_state_k_out,
-                                             const float *d_state_v_out, float *dq, float *dk, float *dv,
-                                             float *d_log_gamma, float *d_state_k_in, float *d_state_v_in) {
+                                             const fsattn_bla_params *p, const float *q, const float *k, const float *v,
+                                             const float *state_k_in, const float *state_v_in, const float *d_o,
+                                             const float *d_state_k_out, const float *d_state_v_out, float *dq,
+                                             float *dk, float *dv, float *d_log_gamma, float *d_state_k_in,
+                                             float *d_state_v_in) {
   return guarded("fsattn_bla_backward", [&] {
     CallStructs<fsattn_bla_params> s;
     if (const fsattn_status st = s.read("fsattn_bla_backward", exec, dims, p); st != FSATTN_OK) return st;
-    return bla_backward(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk,
-                        dv, d_log_gamma, d_state_k_in, d_state_v_in);
+    return bla_backward(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk, dv,
+                        d_log_gamma, d_state_k_in, d_state_v_in);
   });
 }
 
-extern "C" fsattn_status fsattn_bla_step(const fsattn_exec *exec, const fsattn_dims *dims,
-                                         const fsattn_bla_params *p, const float *q, const float *k,
-                                         const float *v, float *state_k, float *state_v, float *o) {
+extern "C" fsattn_status fsattn_bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
+                                         const float *q, const float *k, const float *v, float *state_k, float *state_v,
+                                         float *o) {
   return guarded("fsattn_bla_step", [&] {
     CallStructs<fsattn_bla_params> s;
     const fsattn_status st = s.read("fsattn_bla_step", exec, dims, p);
@@ -305,10 +307,9 @@ extern "C" fsattn_status fsattn_bla_step(const fsattn_exec *exec, const fsattn_d
   });
 }
 
-extern "C" fsattn_status fsattn_bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads,
-                                                int64_t dim, int64_t modes, double period, int64_t slots,
-                                                int64_t position, const double *lags, int64_t num_lags,
-                                                const float *state, float *out) {
+extern "C" fsattn_status fsattn_bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads, int64_t dim,
+                                                int64_t modes, double period, int64_t slots, int64_t position,
+                                                const double *lags, int64_t num_lags, const float *state, float *out) {
   return guarded("fsattn_bla_interpolate", [&] {
     StructReader in("fsattn_bla_interpolate");
     fsattn_exec e;

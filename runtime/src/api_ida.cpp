@@ -3,8 +3,8 @@
 #include "calls.h"
 #include "kernels.h"
 #include "status.h"
-#include "validate.h"
 #include "tuning.h"
+#include "validate.h"
 #include "varlen.h"
 
 #include <cmath>
@@ -56,9 +56,9 @@ void add_ida_params(KernelArgs &args, const fsattn_dims *dims, const fsattn_ida_
   args.shared(Tensor(p->B, {2, M, H})).shared(Tensor(p->C, {2, M, M, H}));
 }
 
-fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
-                          const float *q, const float *k, const float *v, const float *state_k_in,
-                          const float *state_v_in, float *o, float *state_k_out, float *state_v_out);
+fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p, const float *q,
+                          const float *k, const float *v, const float *state_k_in, const float *state_v_in, float *o,
+                          float *state_k_out, float *state_v_out);
 
 // Each sequence of a variable-length batch as a dense call (varlen.h). If one fails, every
 // output is NaN and states updated in place are restored.
@@ -69,17 +69,17 @@ fsattn_status ida_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dim
   VarlenMemory mem;
   if (const fsattn_status st = varlen_memory("fsattn_ida_forward", exec, &mem); st != FSATTN_OK) return st;
   return forward_by_sequence(
-      mem, dims, size_t(2 * M * Dk * H), size_t(2 * M * Dv * H), size_t(dims->seqlen * H * Dv), state_k_in, state_v_in, o,
-      state_k_out, state_v_out,
+      mem, dims, size_t(2 * M * Dk * H), size_t(2 * M * Dv * H), size_t(dims->seqlen * H * Dv), state_k_in, state_v_in,
+      o, state_k_out, state_v_out,
       [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, float *sko, float *svo) {
         return ida_forward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
                            o + s.first * H * Dv, sko, svo);
       });
 }
 
-fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
-                          const float *q, const float *k, const float *v, const float *state_k_in,
-                          const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
+fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p, const float *q,
+                          const float *k, const float *v, const float *state_k_in, const float *state_v_in, float *o,
+                          float *state_k_out, float *state_v_out) {
   Validator val("fsattn_ida_forward");
   float eps = check_ida_call(val, exec, dims, p, q, k, v);
   val.pointer("o", o);
@@ -90,7 +90,7 @@ fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
 
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_ida_forward", FSATTN_OP_IDA_FORWARD, exec->device, exec->variant,
-                  call_shape(dims, p->modes), &status);
+                                     call_shape(dims, p->modes), &status);
   if (kernel == nullptr) return status;
   if ((status = check_cuda_grid("fsattn_ida_forward", *kernel, dims)) != FSATTN_OK) return status;
 
@@ -109,11 +109,10 @@ fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   return args.run(*kernel, B, exec);
 }
 
-fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
-                           const float *q, const float *k, const float *v, const float *state_k_in,
-                           const float *state_v_in, const float *d_o, const float *d_state_k_out,
-                           const float *d_state_v_out, float *dq, float *dk, float *dv, const fsattn_ida_grads *dp,
-                           float *d_state_k_in, float *d_state_v_in);
+fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p, const float *q,
+                           const float *k, const float *v, const float *state_k_in, const float *state_v_in,
+                           const float *d_o, const float *d_state_k_out, const float *d_state_v_out, float *dq,
+                           float *dk, float *dv, const fsattn_ida_grads *dp, float *d_state_k_in, float *d_state_v_in);
 
 // Each sequence as a dense call; the parameters' gradients summed over the sequences in
 // order (varlen.h).
@@ -127,8 +126,14 @@ fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
   const fsattn_ida_grads &want = dp != nullptr ? *dp : none;
   VarlenMemory mem;
   if (const fsattn_status st = varlen_memory("fsattn_ida_backward", exec, &mem); st != FSATTN_OK) return st;
-  VarlenBackward b{size_t(2 * M * Dk * H), size_t(2 * M * Dv * H), state_k_in, state_v_in, d_state_k_out,
-                   d_state_v_out, d_state_k_in, d_state_v_in,
+  VarlenBackward b{size_t(2 * M * Dk * H),
+                   size_t(2 * M * Dv * H),
+                   state_k_in,
+                   state_v_in,
+                   d_state_k_out,
+                   d_state_v_out,
+                   d_state_k_in,
+                   d_state_v_in,
                    {{dq, size_t(T * H * Dk)}, {dk, size_t(T * H * Dk)}, {dv, size_t(T * H * Dv)}},
                    {SummedGradient(mem, want.gk, size_t(H * Dk)), SummedGradient(mem, want.bk, size_t(H * Dk)),
                     SummedGradient(mem, want.gv, size_t(H * Dv)), SummedGradient(mem, want.bv, size_t(H * Dv)),
@@ -141,19 +146,18 @@ fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
       [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, const float *dsk,
           const float *dsv, float *dski, float *dsvi) {
         const fsattn_ida_grads parts{sizeof(fsattn_ida_grads), g[0].part_data(), g[1].part_data(), g[2].part_data(),
-                                     g[3].part_data(), g[4].part_data(), g[5].part_data(),
-                                     g[6].part_data(), g[7].part_data(), g[8].part_data()};
+                                     g[3].part_data(),         g[4].part_data(), g[5].part_data(), g[6].part_data(),
+                                     g[7].part_data(),         g[8].part_data()};
         return ida_backward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
                             d_o + s.first * H * Dv, dsk, dsv, dq + s.first * H * Dk, dk + s.first * H * Dk,
                             dv + s.first * H * Dv, &parts, dski, dsvi);
       });
 }
 
-fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
-                           const float *q, const float *k, const float *v, const float *state_k_in,
-                           const float *state_v_in, const float *d_o, const float *d_state_k_out,
-                           const float *d_state_v_out, float *dq, float *dk, float *dv, const fsattn_ida_grads *dp,
-                           float *d_state_k_in, float *d_state_v_in) {
+fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p, const float *q,
+                           const float *k, const float *v, const float *state_k_in, const float *state_v_in,
+                           const float *d_o, const float *d_state_k_out, const float *d_state_v_out, float *dq,
+                           float *dk, float *dv, const fsattn_ida_grads *dp, float *d_state_k_in, float *d_state_v_in) {
   Validator val("fsattn_ida_backward");
   float eps = check_ida_call(val, exec, dims, p, q, k, v);
   val.pointer("d_o", d_o).pointer("dq", dq).pointer("dk", dk).pointer("dv", dv);
@@ -164,9 +168,8 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   }
 
   fsattn_status status = FSATTN_OK;
-  const Kernel *kernel =
-      find_kernel("fsattn_ida_backward", FSATTN_OP_IDA_BACKWARD, exec->device, exec->variant,
-                  call_shape(dims, p->modes), &status);
+  const Kernel *kernel = find_kernel("fsattn_ida_backward", FSATTN_OP_IDA_BACKWARD, exec->device, exec->variant,
+                                     call_shape(dims, p->modes), &status);
   if (kernel == nullptr) return status;
   if ((status = check_cuda_grid("fsattn_ida_backward", *kernel, dims)) != FSATTN_OK) return status;
 
@@ -198,8 +201,8 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   return args.run(*kernel, B, exec);
 }
 
-fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
-                       const float *q, const float *k, const float *v, float *state_k, float *state_v, float *o) {
+fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p, const float *q,
+                       const float *k, const float *v, float *state_k, float *state_v, float *o) {
   Validator val("fsattn_ida_step");
   float eps = check_ida_call(val, exec, dims, p, q, k, v, /*varlen_ok=*/false);
   check_one_token(val, dims);
@@ -210,7 +213,7 @@ fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
 
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_ida_step", FSATTN_OP_IDA_STEP, exec->device, exec->variant,
-                  call_shape(dims, p->modes), &status);
+                                     call_shape(dims, p->modes), &status);
   if (kernel == nullptr) return status;
   if ((status = check_cuda_grid("fsattn_ida_step", *kernel, dims)) != FSATTN_OK) return status;
 
@@ -229,9 +232,9 @@ fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
 
 }  // namespace
 
-extern "C" fsattn_status fsattn_ida_step(const fsattn_exec *exec, const fsattn_dims *dims,
-                                         const fsattn_ida_params *p, const float *q, const float *k,
-                                         const float *v, float *state_k, float *state_v, float *o) {
+extern "C" fsattn_status fsattn_ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
+                                         const float *q, const float *k, const float *v, float *state_k, float *state_v,
+                                         float *o) {
   return guarded("fsattn_ida_step", [&] {
     CallStructs<fsattn_ida_params> s;
     const fsattn_status st = s.read("fsattn_ida_step", exec, dims, p);
@@ -240,11 +243,10 @@ extern "C" fsattn_status fsattn_ida_step(const fsattn_exec *exec, const fsattn_d
 }
 
 extern "C" fsattn_status fsattn_ida_backward(const fsattn_exec *exec, const fsattn_dims *dims,
-                                             const fsattn_ida_params *p, const float *q, const float *k,
-                                             const float *v, const float *state_k_in, const float *state_v_in,
-                                             const float *d_o, const float *d_state_k_out,
-                                             const float *d_state_v_out, float *dq, float *dk, float *dv,
-                                             const fsattn_ida_grads *dp, float *d_state_k_in,
+                                             const fsattn_ida_params *p, const float *q, const float *k, const float *v,
+                                             const float *state_k_in, const float *state_v_in, const float *d_o,
+                                             const float *d_state_k_out, const float *d_state_v_out, float *dq,
+                                             float *dk, float *dv, const fsattn_ida_grads *dp, float *d_state_k_in,
                                              float *d_state_v_in) {
   return guarded("fsattn_ida_backward", [&] {
     CallStructs<fsattn_ida_params> s;
@@ -253,16 +255,15 @@ extern "C" fsattn_status fsattn_ida_backward(const fsattn_exec *exec, const fsat
     fsattn_ida_grads g;
     dp = in.read("dp", dp, &g);
     if (!in.ok()) return in.status();
-    return ida_backward(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk,
-                        dv, dp, d_state_k_in, d_state_v_in);
+    return ida_backward(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq, dk, dv,
+                        dp, d_state_k_in, d_state_v_in);
   });
 }
 
 extern "C" fsattn_status fsattn_ida_forward(const fsattn_exec *exec, const fsattn_dims *dims,
-                                            const fsattn_ida_params *p, const float *q, const float *k,
-                                            const float *v, const float *state_k_in,
-                                            const float *state_v_in, float *o, float *state_k_out,
-                                            float *state_v_out) {
+                                            const fsattn_ida_params *p, const float *q, const float *k, const float *v,
+                                            const float *state_k_in, const float *state_v_in, float *o,
+                                            float *state_k_out, float *state_v_out) {
   return guarded("fsattn_ida_forward", [&] {
     CallStructs<fsattn_ida_params> s;
     if (const fsattn_status st = s.read("fsattn_ida_forward", exec, dims, p); st != FSATTN_OK) return st;

@@ -38,10 +38,12 @@ std::string gpu_name(std::string *why) {
   if (d == nullptr) return "";
   cu::Context ctx = nullptr;
   cu::Device dev = 0;
-  const bool current = d->CtxGetCurrent(&ctx) == cu::kSuccess && ctx != nullptr && d->CtxGetDevice(&dev) == cu::kSuccess;
+  const bool current =
+      d->CtxGetCurrent(&ctx) == cu::kSuccess && ctx != nullptr && d->CtxGetDevice(&dev) == cu::kSuccess;
   char name[256] = {0};
   int major = 0, minor = 0;
-  if ((!current && d->DeviceGet(&dev, 0) != cu::kSuccess) || d->DeviceGetName(name, sizeof name - 1, dev) != cu::kSuccess ||
+  if ((!current && d->DeviceGet(&dev, 0) != cu::kSuccess) ||
+      d->DeviceGetName(name, sizeof name - 1, dev) != cu::kSuccess ||
       d->DeviceGetAttribute(&major, cu::kAttributeComputeCapabilityMajor, dev) != cu::kSuccess ||
       d->DeviceGetAttribute(&minor, cu::kAttributeComputeCapabilityMinor, dev) != cu::kSuccess) {
     if (why != nullptr) *why = "no CUDA device could be queried";

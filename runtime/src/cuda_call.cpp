@@ -160,7 +160,8 @@ extern "C" int halide_cuda_device_malloc(void *user_context, halide_buffer_t *bu
   const cu::Result r = take_device_block(*t, buf->size_in_bytes(), &p);
   if (r != cu::kSuccess) {
     halide_error(user_context, ("CUDA: cuMemAlloc of " + std::to_string(rounded_size(buf->size_in_bytes())) +
-                                " bytes failed: " + cu::error_text(*d, r)).c_str());
+                                " bytes failed: " + cu::error_text(*d, r))
+                                   .c_str());
     return halide_error_code_device_malloc_failed;
   }
   return halide_cuda_wrap_device_ptr(user_context, buf, p);  // (the runtime's module count too)

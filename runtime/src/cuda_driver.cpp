@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-
 namespace fsattn {
 namespace cu {
 

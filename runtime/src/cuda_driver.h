@@ -19,7 +19,7 @@ using Module = void *;
 
 constexpr Result kSuccess = 0;
 constexpr Result kErrorOutOfMemory = 2;
-constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr int kPointerAttributeMemoryType = 2;                                    // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
 constexpr int kPointerAttributeRangeStart = 11, kPointerAttributeRangeSize = 12;  // ..._RANGE_START_ADDR, _SIZE
 constexpr unsigned kMemoryTypeHost = 1, kMemoryTypeDevice = 2, kMemoryTypeUnified = 4;
 constexpr int kAttributeComputeCapabilityMajor = 75, kAttributeComputeCapabilityMinor = 76;

@@ -25,9 +25,16 @@ namespace {
 [[maybe_unused]] constexpr fsattn_device device_cpu = FSATTN_DEVICE_CPU;
 [[maybe_unused]] constexpr fsattn_device device_cuda = FSATTN_DEVICE_CUDA;
 
-#define FSATTN_KERNEL(OP, DEVICE, VARIANT, SCHEDULE, CHUNK, REGISTERS)                                   \
-  Kernel{op_##OP, device_##DEVICE, #VARIANT, #SCHEDULE, CHUNK, REGISTERS, fsattn_##OP##__##VARIANT##_argv, \
-         fsattn_##OP##__##VARIANT##_metadata, "fsattn_" #OP "__" #VARIANT},
+#define FSATTN_KERNEL(OP, DEVICE, VARIANT, SCHEDULE, CHUNK, REGISTERS) \
+  Kernel{op_##OP,                                                      \
+         device_##DEVICE,                                              \
+         #VARIANT,                                                     \
+         #SCHEDULE,                                                    \
+         CHUNK,                                                        \
+         REGISTERS,                                                    \
+         fsattn_##OP##__##VARIANT##_argv,                              \
+         fsattn_##OP##__##VARIANT##_metadata,                          \
+         "fsattn_" #OP "__" #VARIANT},
 const Kernel kTable[] = {
 #include "kernel_table.inc"
 };
@@ -76,9 +83,9 @@ bool cpu_runs_any(const char *targets) {
   return false;
 }
 
-constexpr fsattn_op kOps[] = {FSATTN_OP_IDA_FORWARD, FSATTN_OP_IDA_BACKWARD, FSATTN_OP_BLA_FORWARD,
-                               FSATTN_OP_BLA_BACKWARD, FSATTN_OP_BLA_INTERPOLATE, FSATTN_OP_IDA_STEP,
-                               FSATTN_OP_BLA_STEP};
+constexpr fsattn_op kOps[] = {FSATTN_OP_IDA_FORWARD,  FSATTN_OP_IDA_BACKWARD,    FSATTN_OP_BLA_FORWARD,
+                              FSATTN_OP_BLA_BACKWARD, FSATTN_OP_BLA_INTERPOLATE, FSATTN_OP_IDA_STEP,
+                              FSATTN_OP_BLA_STEP};
 
 }  // namespace
 
@@ -102,9 +109,7 @@ bool parse_op(const std::string &name, fsattn_op *op) {
   return false;
 }
 
-bool kernel_runs_here(const Kernel &k) {
-  return k.device != FSATTN_DEVICE_CPU || cpu_runs_any(k.metadata()->target);
-}
+bool kernel_runs_here(const Kernel &k) { return k.device != FSATTN_DEVICE_CPU || cpu_runs_any(k.metadata()->target); }
 
 const Kernel *compiled_kernel(fsattn_op op, fsattn_device device, const char *variant) {
   for (const Kernel &k : kTable) {
@@ -125,20 +130,18 @@ const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device devi
     any = true;
     if (variant != nullptr && std::strcmp(variant, k.variant) != 0) continue;
     if (!kernel_runs_here(k)) {
-      *status = fail(FSATTN_ERROR_UNSUPPORTED, std::string(function) + ": variant " + k.variant +
-                                                   " was compiled for " + k.metadata()->target +
-                                                   ", which this CPU cannot run");
+      *status = fail(FSATTN_ERROR_UNSUPPORTED, std::string(function) + ": variant " + k.variant + " was compiled for " +
+                                                   k.metadata()->target + ", which this CPU cannot run");
       return nullptr;
     }
     return &k;
   }
   if (!any) {
-    *status = fail(FSATTN_ERROR_UNSUPPORTED,
-                   std::string(function) + ": this build has no " + dev + " kernel for it");
+    *status = fail(FSATTN_ERROR_UNSUPPORTED, std::string(function) + ": this build has no " + dev + " kernel for it");
   } else {
     *status = fail(FSATTN_ERROR_INVALID_ARGUMENT, std::string(function) + ": exec->variant: '" + variant +
-                                                      "' is not a compiled " + dev + " variant of " +
-                                                      op_name(op) + " (see fsattn_variant_name)");
+                                                      "' is not a compiled " + dev + " variant of " + op_name(op) +
+                                                      " (see fsattn_variant_name)");
   }
   return nullptr;
 }

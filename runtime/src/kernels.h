@@ -19,7 +19,7 @@ struct Kernel {
   int registers;         // CUDA: the register budget per thread of its wide kernels (cuda_call.h); CPU: 0
   int (*argv)(void **);  // the AOT entry point, Halide's argv convention
   const halide_filter_metadata_t *(*metadata)();  // its target(s), arguments
-  const char *name;      // the AOT function, e.g. "fsattn_ida_forward__cpu_c32"
+  const char *name;                               // the AOT function, e.g. "fsattn_ida_forward__cpu_c32"
 };
 
 struct CallShape;

@@ -15,9 +15,9 @@ std::string with_wide_budgets(const std::string &ptx, int registers) {
     const size_t name_end = ptx.find('(', at);
     if (name_end == std::string::npos) break;
     const std::string name = ptx.substr(at + entry.size(), name_end - at - entry.size());
-    const int budget = name.find(kLargeKernel) != std::string::npos ? kLargeRegisters
-                       : name.find(kWideKernel) != std::string::npos  ? registers
-                                                                       : 0;
+    const int budget = name.find(kLargeKernel) != std::string::npos  ? kLargeRegisters
+                       : name.find(kWideKernel) != std::string::npos ? registers
+                                                                     : 0;
     if (budget == 0) continue;
     const size_t body = ptx.find("\n{", name_end);
     if (body == std::string::npos) break;

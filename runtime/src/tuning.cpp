@@ -8,9 +8,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <mutex>
-#include <iterator>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -136,8 +136,9 @@ bool read_entry(const Json &e, size_t index, bool builtin, Entry *out, std::stri
   }
   out->kernel = compiled_kernel(out->op, out->device, variant->c_str());
   if (out->kernel == nullptr) {
-    *error = builtin ? "" : where + ": this build has no " + *device + " variant '" + *variant + "' of " + *op +
-                                " (the file is stale: re-run fsattn-tune)";
+    *error = builtin ? ""
+                     : where + ": this build has no " + *device + " variant '" + *variant + "' of " + *op +
+                           " (the file is stale: re-run fsattn-tune)";
     return false;
   }
   return true;
@@ -188,7 +189,8 @@ bool read_table(const std::string &text, const std::string &name, bool builtin, 
     out->entries.push_back(e);
   }
   // A file's measurements hold for the devices they were taken on.
-  for (auto [present, key, device] : {std::tuple{cpu, "cpu", FSATTN_DEVICE_CPU}, std::tuple{cuda, "gpu", FSATTN_DEVICE_CUDA}}) {
+  for (auto [present, key, device] :
+       {std::tuple{cpu, "cpu", FSATTN_DEVICE_CPU}, std::tuple{cuda, "gpu", FSATTN_DEVICE_CUDA}}) {
     if (builtin || !present) continue;
     const std::string *v = string_member(file, key);
     const std::string here = device_name(device, nullptr);

@@ -19,17 +19,16 @@ Validator &Validator::pointer(const char *name, const void *p) {
 
 Validator &Validator::aligned(const char *name, const void *p, int bytes) {
   if (ok() && reinterpret_cast<uintptr_t>(p) % uintptr_t(bytes) != 0) {
-    fail(FSATTN_ERROR_INVALID_ARGUMENT, std::string(name) + " is not " + std::to_string(bytes) + "-byte aligned" +
-                                            (cuda_ ? " (CUDA)" : ""));
+    fail(FSATTN_ERROR_INVALID_ARGUMENT,
+         std::string(name) + " is not " + std::to_string(bytes) + "-byte aligned" + (cuda_ ? " (CUDA)" : ""));
   }
   return *this;
 }
 
 Validator &Validator::range(const char *name, int64_t value, int64_t lo, int64_t hi) {
   if (ok() && (value < lo || value > hi)) {
-    fail(FSATTN_ERROR_INVALID_ARGUMENT, std::string(name) + " = " + std::to_string(value) +
-                                            " is outside [" + std::to_string(lo) + ", " +
-                                            std::to_string(hi) + "]");
+    fail(FSATTN_ERROR_INVALID_ARGUMENT, std::string(name) + " = " + std::to_string(value) + " is outside [" +
+                                            std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   return *this;
 }
@@ -46,8 +45,7 @@ Validator &Validator::elements(const char *name, std::initializer_list<int64_t> 
   int64_t count = 1;
   for (int64_t e : extents) {
     if (__builtin_mul_overflow(count, e, &count)) {
-      return fail(FSATTN_ERROR_INVALID_ARGUMENT,
-                  std::string(name) + ": the element count overflows 64 bits");
+      return fail(FSATTN_ERROR_INVALID_ARGUMENT, std::string(name) + ": the element count overflows 64 bits");
     }
   }
   constexpr int64_t kMaxBytes = std::numeric_limits<int64_t>::max() / 8;  // room for workspaces
@@ -89,18 +87,20 @@ Validator &Validator::dims(const fsattn_dims *d, bool varlen_ok) {
   if (!varlen_ok) {
     return fail(FSATTN_ERROR_UNSUPPORTED, "variable-length batches (dims->cu_seqlens) are not supported here");
   }
-  // The FlashAttention convention (cu_seqlens is host memory, also for CUDA calls): batch 1, sequences concatenated along seqlen,
-  // cu_seqlens[0] = 0 <= ... <= cu_seqlens[num_seqs] = seqlen (empty sequences allowed).
+  // The FlashAttention convention (cu_seqlens is host memory, also for CUDA calls): batch 1, sequences concatenated
+  // along seqlen, cu_seqlens[0] = 0 <= ... <= cu_seqlens[num_seqs] = seqlen (empty sequences allowed).
   range("dims->batch (with cu_seqlens)", d->batch, 1, 1);
   range("dims->num_seqs", d->num_seqs, 1, kInt32);
   if (!ok()) return *this;
   const int64_t *cu = d->cu_seqlens;
-  if (cu[0] != 0) return fail(FSATTN_ERROR_INVALID_ARGUMENT, "dims->cu_seqlens[0] = " + std::to_string(cu[0]) + " must be 0");
+  if (cu[0] != 0)
+    return fail(FSATTN_ERROR_INVALID_ARGUMENT, "dims->cu_seqlens[0] = " + std::to_string(cu[0]) + " must be 0");
   for (int64_t s = 0; s < d->num_seqs; ++s) {
     if (cu[s + 1] < cu[s]) {
-      return fail(FSATTN_ERROR_INVALID_ARGUMENT, "dims->cu_seqlens must not decrease: cu_seqlens[" + std::to_string(s + 1) +
-                                                     "] = " + std::to_string(cu[s + 1]) + " < cu_seqlens[" +
-                                                     std::to_string(s) + "] = " + std::to_string(cu[s]));
+      return fail(FSATTN_ERROR_INVALID_ARGUMENT, "dims->cu_seqlens must not decrease: cu_seqlens[" +
+                                                     std::to_string(s + 1) + "] = " + std::to_string(cu[s + 1]) +
+                                                     " < cu_seqlens[" + std::to_string(s) +
+                                                     "] = " + std::to_string(cu[s]));
     }
   }
   if (cu[d->num_seqs] != d->seqlen) {

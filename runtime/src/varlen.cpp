@@ -20,8 +20,14 @@ namespace {
 CudaTarget target_of(const VarlenMemory &mem) { return {mem.context, mem.stream}; }
 
 // The gradient_sum kernel (generators/gradient_sum_generator.cpp), called as the table's are.
-const Kernel kGradientSum{FSATTN_OP_IDA_BACKWARD, FSATTN_DEVICE_CUDA, "cuda", "hand", 0, kDefaultMaxRegisters,
-                          fsattn_gradient_sum__cuda_argv, fsattn_gradient_sum__cuda_metadata,
+const Kernel kGradientSum{FSATTN_OP_IDA_BACKWARD,
+                          FSATTN_DEVICE_CUDA,
+                          "cuda",
+                          "hand",
+                          0,
+                          kDefaultMaxRegisters,
+                          fsattn_gradient_sum__cuda_argv,
+                          fsattn_gradient_sum__cuda_metadata,
                           "fsattn_gradient_sum__cuda"};
 #endif
 

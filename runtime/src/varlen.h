@@ -51,9 +51,9 @@ void poison(const VarlenMemory &mem, float *out, size_t n, const float *restore 
 // sequence's state sizes; o_size: o's. If a call fails, o is NaN and the final states are
 // NaN, or restored where they were written over their initial states.
 template <typename Run>
-fsattn_status forward_by_sequence(const VarlenMemory &mem, const fsattn_dims *dims, size_t nk, size_t nv,
-                                  size_t o_size, const float *state_k_in, const float *state_v_in, float *o,
-                                  float *state_k_out, float *state_v_out, Run run) {
+fsattn_status forward_by_sequence(const VarlenMemory &mem, const fsattn_dims *dims, size_t nk, size_t nv, size_t o_size,
+                                  const float *state_k_in, const float *state_v_in, float *o, float *state_k_out,
+                                  float *state_v_out, Run run) {
   const size_t seqs = size_t(dims->num_seqs);
   {
     CheckOnly check;  // every sequence's call checked before any is run

@@ -22,7 +22,7 @@ namespace fsattn {
 // kMaxSmallPerThread bytes each: through malloc and free they cost 5-6% of a call.
 namespace {
 
-constexpr size_t kAlign = 128;             // Halide wants >= 32; a header slot of one line
+constexpr size_t kAlign = 128;  // Halide wants >= 32; a header slot of one line
 constexpr size_t kMinCached = 64 << 10;
 constexpr size_t kMaxCached = size_t(4) << 30;
 constexpr size_t kMaxSmallPerThread = size_t(4) << 20;

@@ -27,8 +27,7 @@ struct StepBlock {
 };
 
 // The block: o's (h, b), its channels 64 threads a step; `in_thread` (o's sums) in registers.
-StepBlock step_block_root(Func o, const std::vector<Func> &in_thread, const Knobs &k,
-                          std::set<std::string> &done) {
+StepBlock step_block_root(Func o, const std::vector<Func> &in_thread, const Knobs &k, std::set<std::string> &done) {
   const Vars &x = vars();
   Var ro("ro"), rv("rv");
   o.compute_root()
@@ -72,8 +71,7 @@ void block_sum(Func f, const StepBlock &blk, std::set<std::string> &done) {
 // lanes are the block's innermost thread index (consecutive threads read consecutive
 // elements along the reduction), else v is. Each thread's loop is unrolled `unroll` times
 // (1: not unrolled).
-void block_lanes(Func f, int lanes, bool lanes_first, int unroll, const StepBlock &blk,
-                 std::set<std::string> &done) {
+void block_lanes(Func f, int lanes, bool lanes_first, int unroll, const StepBlock &blk, std::set<std::string> &done) {
   const Vars &x = vars();
   const std::string p = f.name() + "_lanes";
   RVar rj(p + "_rj"), rl(p + "_rl");
@@ -138,11 +136,11 @@ void block_state_writes(const std::vector<Func> &outs, const StepBlock &blk, std
 void schedule_bla_step_cuda_fused(BlaStepStages &s, const Knobs &k) {
   std::set<std::string> done;
   const StepBlock blk = step_block_root(s.o, {s.o_sum, s.den}, k, done);
-  block_vector(s.writes.phi, blk, done);  // φ of the token at every slot (rotors in double)
+  block_vector(s.writes.phi, blk, done);                       // φ of the token at every slot (rotors in double)
   block_lanes(s.z, kBlockLanes, true, blk.unroll, blk, done);  // z's partial sums
-  block_sum(s.z, blk, done);                            // z
+  block_sum(s.z, blk, done);                                   // z
   done.insert(in_registers(s.zmax, s.ez, block_vector(s.ez, blk, done)).name());  // exponentials
-  block_lanes(s.o_sum, kValueGroups, false, blk.unroll, blk, done);  // the output's partial sums
+  block_lanes(s.o_sum, kValueGroups, false, blk.unroll, blk, done);               // the output's partial sums
   block_state_writes({s.state_k_out, s.state_v_out}, blk, done);
   schedule_pipeline_cuda({s.o, s.state_k_out, s.state_v_out}, step_views(s), k, done);
 }
@@ -153,14 +151,14 @@ void schedule_ida_step_cuda_fused(IdaStepStages &s, const Knobs &k) {
   block_vector(s.modes.decay_pow.func(), blk, done, &vars().m);  // Λ of every mode
   // The features, each from a copy in shared memory of what its norm sums over.
   IdaFeatures &f = s.feat;
-  for (auto [feature, norm, x] : {std::tuple(f.fq, f.q_ssq, f.q_act), std::tuple(f.kt, f.k_ssq, f.k_act),
-                                  std::tuple(f.vt, f.v_ssq, f.v)}) {
+  for (auto [feature, norm, x] :
+       {std::tuple(f.fq, f.q_ssq, f.q_act), std::tuple(f.kt, f.k_ssq, f.k_act), std::tuple(f.vt, f.v_ssq, f.v)}) {
     Func staged = x.in({norm, feature});
     block_vector(staged, blk, done);
     done.insert(in_registers(norm, feature, block_vector(feature, blk, done)).name());
   }
   block_lanes(s.p.func(), kBlockLanes, true, blk.unroll, blk, done);  // p's partial sums
-  block_sum(s.p.func(), blk, done);                            // p = Xk fq
+  block_sum(s.p.func(), blk, done);                                   // p = Xk fq
   // cp = C p and w = C^T cp, each in lanes along its sum, so that a thread waits on M / 4
   // of C's elements, not M.
   for (Func g : {s.cp.func(), s.w.func()}) {

@@ -95,8 +95,8 @@ class StageSet {
   StageSet(std::initializer_list<Func> funcs) { add(funcs); }
   StageSet &add(std::initializer_list<Func> funcs);
   StageSet &add(const StageSet &other);
-  StageSet &inputs();                                // every input's wrapper
-  StageSet &boundary_conditions();                   // repeat_edge's Funcs
+  StageSet &inputs();               // every input's wrapper
+  StageSet &boundary_conditions();  // repeat_edge's Funcs
   bool contains(const Func &f) const;
   void check(const std::map<std::string, Func> &pipeline, const char *role) const;
 
@@ -119,8 +119,8 @@ void schedule_pipeline_cuda(const std::vector<Func> &outputs, const StageSet &in
 // `rows` copied for one chunk into shared memory at loop `at` of f's kernel.
 Func stage_chunk_rows(Func rows, const std::vector<Func> &readers, const Func &f, const Var &at, const Knobs &k);
 // A per-token vector f with its per-token sums as one kernel, a block per chunk.
-void gpu_chunk_rows(Func f, const std::vector<Func> &sums, Func rows, const std::vector<Func> &readers,
-                    const Knobs &k, std::set<std::string> &done);
+void gpu_chunk_rows(Func f, const std::vector<Func> &sums, Func rows, const std::vector<Func> &readers, const Knobs &k,
+                    std::set<std::string> &done);
 
 // ---- decoding steps (steps.cpp, fused_steps.cpp) ------------------------------------------
 

@@ -149,9 +149,7 @@ bool is_reduction(const Func &f) {
 
 // A chunked scan's state (scan.cpp, chunked_scan): an undefined pure value, the entering
 // state, then the serial update over the chunks.
-bool is_scan_state(const Func &f) {
-  return f.num_update_definitions() == 2 && Internal::is_undef(f.values()[0]);
-}
+bool is_scan_state(const Func &f) { return f.num_update_definitions() == 2 && Internal::is_undef(f.values()[0]); }
 
 // The dimension that tiled_partial_sums gives its pieces.
 Var piece_of(const Func &f) { return Var(f.name() + "_piece"); }

@@ -150,7 +150,8 @@ void StageSet::check(const std::map<std::string, Func> &pipeline, const char *ro
   }
   for (const std::string &p : patterns_) {
     if (std::none_of(pipeline.begin(), pipeline.end(), [&](const auto &f) { return matches(f.first, p); })) {
-      throw CompileError(std::string("CUDA schedule: ") + role + "' pattern " + p + " matches no stage of the pipeline");
+      throw CompileError(std::string("CUDA schedule: ") + role + "' pattern " + p +
+                         " matches no stage of the pipeline");
     }
   }
 }
@@ -178,7 +179,7 @@ void schedule_pipeline_cuda(const std::vector<Func> &outputs, const StageSet &in
   tiles.large.check(funcs, "the large tiles");
   tiles.complex_copies.check(funcs, "the tiles copying complex operands");
   std::set<std::string> stored = stored_by_caller;  // and the stages computed at root here, outputs aside
-  std::vector<std::pair<Func, int>> tiled;  // those of them that became register tiles, and their size
+  std::vector<std::pair<Func, int>> tiled;          // those of them that became register tiles, and their size
   for (const auto &[func_name, f] : funcs) {
     const std::string name = func_name;  // (a structured binding cannot be captured in C++17)
     const bool is_output = std::any_of(outputs.begin(), outputs.end(), [&](const Func &o) { return o.name() == name; });
@@ -187,8 +188,12 @@ void schedule_pipeline_cuda(const std::vector<Func> &outputs, const StageSet &in
       continue;
     }
     const bool inline_it = !is_output && f.num_update_definitions() == 0 && inlined.contains(f);
-    if (list) std::fprintf(stderr, "  stage %-28s %s\n", name.c_str(),
-                           inline_it ? "inline" : is_output ? "output" : is_reduction(f) && tiles_within_chunks(f) ? "tiles" : "root");
+    if (list)
+      std::fprintf(stderr, "  stage %-28s %s\n", name.c_str(),
+                   inline_it                                   ? "inline"
+                   : is_output                                 ? "output"
+                   : is_reduction(f) && tiles_within_chunks(f) ? "tiles"
+                                                               : "root");
     if (inline_it) continue;
     TileKind kind{std::max(1, k.gpu_tile), kWideKernel};
     if (tiles.narrow.contains(f)) {
@@ -209,8 +214,8 @@ void schedule_pipeline_cuda(const std::vector<Func> &outputs, const StageSet &in
 // per-token sums `sums` (norms, the softmax's maximum and denominator) as one kernel: a block
 // per chunk, head and batch element copies `rows` into shared memory (stage_chunk_rows), forms
 // the sums (a thread per token, in a register) and then f. Only f may read the sums.
-void gpu_chunk_rows(Func f, const std::vector<Func> &sums, Func rows, const std::vector<Func> &readers,
-                    const Knobs &k, std::set<std::string> &done) {
+void gpu_chunk_rows(Func f, const std::vector<Func> &sums, Func rows, const std::vector<Func> &readers, const Knobs &k,
+                    std::set<std::string> &done) {
   const Vars &x = vars();
   const std::string p = f.name() + "_rows";
   Var so(p + "_so"), si(p + "_si");

@@ -113,8 +113,8 @@ std::set<std::string> fused_scans(std::initializer_list<ScanStages *> scans, con
 // A backward pass: its gradient outputs and the generator's batch-summed parameter gradients
 // (the stages in `scheduled` were scheduled by the caller).
 void schedule_backward_cuda(std::vector<Func> outputs, const std::vector<Func> &sums,
-                            const std::set<std::string> &scheduled, const std::set<std::string> &stored,
-                            const Knobs &k, const TileLists &tiles, const StageSet &views) {
+                            const std::set<std::string> &scheduled, const std::set<std::string> &stored, const Knobs &k,
+                            const TileLists &tiles, const StageSet &views) {
   outputs.insert(outputs.end(), sums.begin(), sums.end());
   schedule_pipeline_cuda(outputs, views, k, scheduled, stored, tiles);
 }
@@ -169,11 +169,12 @@ TileLists ida_forward_tiles(const IdaForwardStages &s) {
 // reads within the chunk and its mixings copy their complex operands.
 TileLists ida_backward_tiles(const IdaBackwardStages &s) {
   const IdaForwardStages &f = s.fwd;
-  return {StageSet{f.key_scan.carry.func(), f.value_scan.carry.func(), s.key_adj.carry.func(), s.value_adj.carry.func()},
-          StageSet{f.p.inter.func(), f.p.qx, s.gw_read.inter.func(), s.gw_read.qx, s.hk_read.inter.func(), s.hk_read.qx,
-                   s.hv_read.inter.func(), s.hv_read.qx, s.dfq_read.inter, s.dkt_read.inter, s.dvt_read.inter},
-          StageSet{s.hk_read.inter.func(), s.hv_read.inter.func(), s.gw_read.inter.func(), f.p.inter.func(),
-                   f.p.intra.func(), s.gw_read.intra.func(), f.mix.w.func(), s.w2.func()}};
+  return {
+      StageSet{f.key_scan.carry.func(), f.value_scan.carry.func(), s.key_adj.carry.func(), s.value_adj.carry.func()},
+      StageSet{f.p.inter.func(), f.p.qx, s.gw_read.inter.func(), s.gw_read.qx, s.hk_read.inter.func(), s.hk_read.qx,
+               s.hv_read.inter.func(), s.hv_read.qx, s.dfq_read.inter, s.dkt_read.inter, s.dvt_read.inter},
+      StageSet{s.hk_read.inter.func(), s.hv_read.inter.func(), s.gw_read.inter.func(), f.p.inter.func(),
+               f.p.intra.func(), s.gw_read.intra.func(), f.mix.w.func(), s.w2.func()}};
 }
 
 TileLists bla_forward_tiles(const BlaForwardStages &s) {
@@ -220,10 +221,12 @@ void schedule_ida_backward_cuda(IdaBackwardStages &s, const std::vector<Func> &s
   std::set<std::string> done;
   partial_sums(s.end_terms.func(), true, k, done);
   for (Func f : {s.mode_terms.func(), s.d_b.func(), s.d_gk, s.d_bk, s.d_gv, s.d_bv}) partial_sums(f, false, k, done);
-  const std::set<std::string> states = fused_scans({&s.fwd.key_scan, &s.fwd.value_scan, &s.key_adj, &s.value_adj}, k, done);
+  const std::set<std::string> states =
+      fused_scans({&s.fwd.key_scan, &s.fwd.value_scan, &s.key_adj, &s.value_adj}, k, done);
   // (d_a_im, pointwise, is inlined into its sum over the batch.)
   StageSet views = pass_views({&s.fwd.key_in, &s.fwd.value_in});
-  views.add(ida_feature_views(s.fwd.feat, s.fwd.modes)).add(slot_weights({&s.dfq_read, &s.dkt_read, &s.dvt_read}, true));
+  views.add(ida_feature_views(s.fwd.feat, s.fwd.modes))
+      .add(slot_weights({&s.dfq_read, &s.dkt_read, &s.dvt_read}, true));
   views.add({s.d_a_im});
   schedule_backward_cuda({s.dq, s.dk, s.dv, s.d_state_k_in, s.d_state_v_in}, sums, done, states, k,
                          ida_backward_tiles(s), views);
@@ -248,7 +251,8 @@ void schedule_bla_backward_cuda(BlaBackwardStages &s, const std::vector<Func> &s
   for (Func f : {s.k_terms, s.v_terms, s.k_end_terms, s.v_end_terms, s.slot_terms}) partial_sums(f, false, k, done);
   // The adjoint scans' carry weights are formed inside their carries' register tiles, which
   // read dz and π as vectors (stored, each was a thread-per-element kernel at 0.8 TB/s).
-  const std::set<std::string> states = fused_scans({&s.fwd.key_scan, &s.fwd.value_scan, &s.key_adj, &s.value_adj}, k, done);
+  const std::set<std::string> states =
+      fused_scans({&s.fwd.key_scan, &s.fwd.value_scan, &s.key_adj, &s.value_adj}, k, done);
   StageSet views = pass_views({&s.fwd.key_in, &s.fwd.value_in});
   views.add({s.fwd.writes.decay_pow.func(), s.fwd.writes.write.func(), s.key_adj.coef.func(), s.value_adj.coef.func()});
   views.add(slot_weights({&s.dq_read, &s.dk_read, &s.dv_read}, false));
@@ -261,8 +265,6 @@ void schedule_bla_interpolate_cuda(DirichletInterpolation &d, const Knobs &k) {
   schedule_pipeline_cuda({d.out}, StageSet().inputs(), k);
 }
 
-void schedule_gradient_sum_cuda(Func sum, const Knobs &k) {
-  schedule_pipeline_cuda({sum}, {}, k);
-}
+void schedule_gradient_sum_cuda(Func sum, const Knobs &k) { schedule_pipeline_cuda({sum}, {}, k); }
 
 }  // namespace fsattn

@@ -26,7 +26,7 @@ constexpr int kStepLanes = 8;
 // dimensions (extent 1) loop inside the thread. Not one fused thread index: Halide bounds a
 // thread's reads through the divisions by their whole ranges. Returns the thread loop.
 Var step_block(const Func &f) { return Var(f.args()[0].name() + "_o"); }  // f's blocks along v
-int step_threads(const Knobs &k) { return std::min(64, k.threads); }   // along v, per block
+int step_threads(const Knobs &k) { return std::min(64, k.threads); }      // along v, per block
 Var gpu_step_kernel(Func f, const Knobs &k) {
   const Vars &x = vars();
   const std::vector<Var> a = f.args();
@@ -190,7 +190,8 @@ void gpu_value_state_partials(Func out, const StatePairs &pairs, Func o, Func f,
       .gpu_threads(rv, u);
   in_registers(partial, lanes, rv, complex, kPairUnroll);
   out.compute_root();
-  out.split(x.r, ro, rv, kValueChannels, TailStrategy::GuardWithIf).split(x.m, ms, u, kValueGroups, TailStrategy::GuardWithIf);
+  out.split(x.r, ro, rv, kValueChannels, TailStrategy::GuardWithIf)
+      .split(x.m, ms, u, kValueGroups, TailStrategy::GuardWithIf);
   if (complex) {
     out.bound(x.ri, 0, 2).reorder(x.ri, ms, rv, u, ro, x.h, x.b).vectorize(x.ri);
     unroll_serial(out, ms, kPairUnroll);
@@ -222,13 +223,26 @@ void gpu_step_feature(Func f, Func norm, Func x, const Knobs &k, std::set<std::s
 // and Dirichlet rotors.
 StageSet step_views(const IdaStepStages &s) {
   const IdaFeatures &f = s.feat;
-  return StageSet{f.q, f.k, f.v, f.q_act, f.k_act, f.k_msq, f.v_msq, s.modes.write.func(), s.state_k_in, s.state_v_in,
-                  s.key_new.func(), s.value_new.func(), s.key_read.func(), s.value_read.func()}
+  return StageSet{f.q,
+                  f.k,
+                  f.v,
+                  f.q_act,
+                  f.k_act,
+                  f.k_msq,
+                  f.v_msq,
+                  s.modes.write.func(),
+                  s.state_k_in,
+                  s.state_v_in,
+                  s.key_new.func(),
+                  s.value_new.func(),
+                  s.key_read.func(),
+                  s.value_read.func()}
       .inputs();
 }
 
 StageSet step_views(const BlaStepStages &s) {
-  return StageSet{s.writes.slot_rotor, s.writes.gamma_pow, s.writes.token_rotor, s.key_new, s.value_new, s.v, s.state_v_in}
+  return StageSet{s.writes.slot_rotor, s.writes.gamma_pow, s.writes.token_rotor, s.key_new, s.value_new, s.v,
+                  s.state_v_in}
       .inputs();
 }
 
@@ -250,15 +264,18 @@ void schedule_ida_step_cuda(IdaStepStages &s, const Knobs &k) {
   // The three features as one kernel: their blocks' loops fused, so two launches fewer.
   s.feat.kt.compute_with(s.feat.fq, step_block(s.feat.fq));
   s.feat.vt.compute_with(s.feat.fq, step_block(s.feat.fq));
-  gpu_key_state(s.state_k_out, {s.state_k_in, s.key_new.func(), s.key_read.func()}, s.p.func(), k,
-                done);
+  gpu_key_state(s.state_k_out, {s.state_k_in, s.key_new.func(), s.key_read.func()}, s.p.func(), k, done);
   // cp = C p reads C along its rows, 2M floats apart for consecutive threads: a copy of each
   // head's C stored transposed makes their reads consecutive. The copy and Λ (from the
   // parameters alone) are one kernel, Λ fused (compute_with) at the copy's block loop, whose
   // name Λ's first loop takes (compute_with needs them named alike).
   Func c_rows = s.c_mix.in(s.cp.func());
   const std::vector<Var> a = c_rows.args();  // (part, col, row, h)
-  c_rows.compute_root().reorder_storage(a[0], a[2], a[1], a[3]).bound(a[0], 0, 2).reorder(a[0], a[2], a[1], a[3]).unroll(a[0]);
+  c_rows.compute_root()
+      .reorder_storage(a[0], a[2], a[1], a[3])
+      .bound(a[0], 0, 2)
+      .reorder(a[0], a[2], a[1], a[3])
+      .unroll(a[0]);
   gpu_stage(c_rows, {a[2], a[1], a[3]}, k.threads, "params");
   Func decay = s.modes.decay_pow.func();
   const std::vector<Var> d = decay.args();  // (n, m, h)

@@ -149,8 +149,8 @@ void vector_tile_reduction(Func f, int tile, const std::set<std::string> &stored
     // along their contiguous dimension (as extents per dimension).
     const std::map<std::string, Internal::Function> callees = Internal::find_direct_calls(f.function());
     struct Copied {
-      Func stored;                // what the copy reads: stored_copy_source
-      size_t inner;               // its contiguous dimension
+      Func stored;               // what the copy reads: stored_copy_source
+      size_t inner;              // its contiguous dimension
       std::vector<int> extents;  // per dimension
     };
     std::vector<Copied> copied;

@@ -38,7 +38,8 @@ int64_t fuzz_size(FuzzedDataProvider &in, int64_t limit) {
     case 0: return 0;
     case 1: return -in.ConsumeIntegralInRange<int64_t>(1, 3);
     case 2: return limit + 1;
-    case 3: return in.PickValueInArray<int64_t>({int64_t(1) << 31, int64_t(1) << 40, std::numeric_limits<int64_t>::max()});
+    case 3:
+      return in.PickValueInArray<int64_t>({int64_t(1) << 31, int64_t(1) << 40, std::numeric_limits<int64_t>::max()});
     default: return in.ConsumeIntegralInRange<int64_t>(1, 6);
   }
 }
@@ -151,8 +152,14 @@ struct Dims {
 Dims fuzz_dims(FuzzedDataProvider &in) {
   static std::vector<int64_t> cu;
   Dims x;
-  x.d = {sizeof(fsattn_dims), fuzz_size(in, INT32_MAX), fuzz_size(in, INT32_MAX), fuzz_size(in, FSATTN_MAX_HEADS),
-         fuzz_size(in, FSATTN_MAX_FEATURE), fuzz_size(in, FSATTN_MAX_FEATURE), nullptr, 0};
+  x.d = {sizeof(fsattn_dims),
+         fuzz_size(in, INT32_MAX),
+         fuzz_size(in, INT32_MAX),
+         fuzz_size(in, FSATTN_MAX_HEADS),
+         fuzz_size(in, FSATTN_MAX_FEATURE),
+         fuzz_size(in, FSATTN_MAX_FEATURE),
+         nullptr,
+         0};
   x.valid = in_range(x.d.batch, 1, INT32_MAX) && in_range(x.d.seqlen, 1, INT32_MAX) &&
             in_range(x.d.heads, 1, FSATTN_MAX_HEADS) && in_range(x.d.dk, 1, FSATTN_MAX_FEATURE) &&
             in_range(x.d.dv, 1, FSATTN_MAX_FEATURE);
@@ -183,7 +190,7 @@ struct IdaCall {
   Dims dm;
   int64_t M;
   bool valid;
-  int64_t n, nq, nv, nsk, nsv;  // n: 1, or -1 for a call that must be refused (one-element buffers)
+  int64_t n, nq, nv, nsk, nsv;    // n: 1, or -1 for a call that must be refused (one-element buffers)
   int64_t nhk, nhv, nhm, nB, nC;  // parameter sizes (-1 past the harness's limit)
   Buffer q, k, v, gk, bk, gv, bv, log_dt, are, aim, Bm, C, sk, sv;
   fsattn_ida_params p;
@@ -202,16 +209,26 @@ std::unique_ptr<IdaCall> fuzz_ida_call(FuzzedDataProvider &in, fsattn_op op) {
   const int64_t nhk = c->nhk = count({d.heads, d.dk}), nhv = c->nhv = count({d.heads, d.dv});
   const int64_t nhm = c->nhm = count({d.heads, M});
   const int64_t nB = c->nB = count({d.heads, M, 2}), nC = c->nC = count({d.heads, M, M, 2});
-  const bool small = c->nq > 0 && c->nv > 0 && c->nsk > 0 && c->nsv > 0 && nhk > 0 && nhv > 0 && nhm > 0 &&
-                     nB > 0 && nC > 0;
+  const bool small =
+      c->nq > 0 && c->nv > 0 && c->nsk > 0 && c->nsv > 0 && nhk > 0 && nhv > 0 && nhm > 0 && nB > 0 && nC > 0;
   if (c->valid && !small) return nullptr;
   const int64_t n = c->n = c->valid ? 1 : -1;
   c->q = input(in, n * c->nq), c->k = input(in, n * c->nq), c->v = input(in, n * c->nv);
   c->gk = input(in, n * nhk), c->bk = input(in, n * nhk), c->gv = input(in, n * nhv), c->bv = input(in, n * nhv);
   c->log_dt = input(in, n * d.heads), c->are = input(in, n * nhm), c->aim = input(in, n * nhm);
   c->Bm = input(in, n * nB), c->C = input(in, n * nC), c->sk = input(in, n * c->nsk), c->sv = input(in, n * c->nsv);
-  c->p = {sizeof(fsattn_ida_params), M, fuzz_float(in), c->gk.ptr(), c->bk.ptr(), c->gv.ptr(), c->bv.ptr(), c->log_dt.ptr(), c->are.ptr(),
-          c->aim.ptr(), c->Bm.ptr(), c->C.ptr()};
+  c->p = {sizeof(fsattn_ida_params),
+          M,
+          fuzz_float(in),
+          c->gk.ptr(),
+          c->bk.ptr(),
+          c->gv.ptr(),
+          c->bv.ptr(),
+          c->log_dt.ptr(),
+          c->are.ptr(),
+          c->aim.ptr(),
+          c->Bm.ptr(),
+          c->C.ptr()};
   c->null_p = in.ConsumeIntegralInRange<int>(0, 31) == 0;
   return c;
 }
@@ -237,11 +254,20 @@ void fuzz_ida_backward(FuzzedDataProvider &in) {
   Buffer dldt = output(in, n * d.heads), dare = output(in, n * c->nhm), daim = output(in, n * c->nhm);
   Buffer dB = output(in, n * c->nB), dC = output(in, n * c->nC);
   Buffer dski = output(in, n * c->nsk), dsvi = output(in, n * c->nsv);
-  fsattn_ida_grads dp{sizeof(fsattn_ida_grads), dgk.ptr(), dbk.ptr(), dgv.ptr(), dbv.ptr(), dldt.ptr(), dare.ptr(), daim.ptr(), dB.ptr(), dC.ptr()};
+  fsattn_ida_grads dp{sizeof(fsattn_ida_grads),
+                      dgk.ptr(),
+                      dbk.ptr(),
+                      dgv.ptr(),
+                      dbv.ptr(),
+                      dldt.ptr(),
+                      dare.ptr(),
+                      daim.ptr(),
+                      dB.ptr(),
+                      dC.ptr()};
   const bool null_dp = in.ConsumeIntegralInRange<int>(0, 15) == 0;
-  fsattn_status st = fsattn_ida_backward(&c->exec, &d, c->null_p ? nullptr : &c->p, c->q.ptr(), c->k.ptr(),
-                                         c->v.ptr(), c->sk.ptr(), c->sv.ptr(), d_o.ptr(), dsko.ptr(), dsvo.ptr(),
-                                         dq.ptr(), dk.ptr(), dv.ptr(), null_dp ? nullptr : &dp, dski.ptr(), dsvi.ptr());
+  fsattn_status st = fsattn_ida_backward(&c->exec, &d, c->null_p ? nullptr : &c->p, c->q.ptr(), c->k.ptr(), c->v.ptr(),
+                                         c->sk.ptr(), c->sv.ptr(), d_o.ptr(), dsko.ptr(), dsvo.ptr(), dq.ptr(),
+                                         dk.ptr(), dv.ptr(), null_dp ? nullptr : &dp, dski.ptr(), dsvi.ptr());
   check_call(st, !c->valid, {&dq, &dk, &dv, &dgk, &dbk, &dgv, &dbv, &dldt, &dare, &daim, &dB, &dC, &dski, &dsvi});
 }
 
@@ -307,9 +333,9 @@ void fuzz_bla_backward(FuzzedDataProvider &in) {
   Buffer dq = output(in, n * c.nq), dk = output(in, n * c.nq), dv = output(in, n * c.nv);
   Buffer dlg = output(in, n * c.dm.d.heads), dski = output(in, n * c.nsk), dsvi = output(in, n * c.nsv);
   c.p.log_gamma = log_gamma.ptr();
-  fsattn_status st = fsattn_bla_backward(&c.exec, &c.dm.d, &c.p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(),
-                                         d_o.ptr(), dsko.ptr(), dsvo.ptr(), dq.ptr(), dk.ptr(), dv.ptr(), dlg.ptr(),
-                                         dski.ptr(), dsvi.ptr());
+  fsattn_status st =
+      fsattn_bla_backward(&c.exec, &c.dm.d, &c.p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(), d_o.ptr(), dsko.ptr(),
+                          dsvo.ptr(), dq.ptr(), dk.ptr(), dv.ptr(), dlg.ptr(), dski.ptr(), dsvi.ptr());
   check_call(st, !c.valid, {&dq, &dk, &dv, &dlg, &dski, &dsvi});
 }
 
@@ -330,11 +356,13 @@ void fuzz_bla_step(FuzzedDataProvider &in) {
 
 void fuzz_bla_interpolate(FuzzedDataProvider &in) {
   fsattn_exec exec = fuzz_exec(in, FSATTN_OP_BLA_INTERPOLATE);
-  const int64_t B = fuzz_size(in, INT32_MAX), H = fuzz_size(in, FSATTN_MAX_HEADS), D = fuzz_size(in, FSATTN_MAX_FEATURE);
+  const int64_t B = fuzz_size(in, INT32_MAX), H = fuzz_size(in, FSATTN_MAX_HEADS),
+                D = fuzz_size(in, FSATTN_MAX_FEATURE);
   const int64_t M = fuzz_size(in, FSATTN_MAX_FEATURE) - 1, S = fuzz_size(in, FSATTN_MAX_FEATURE);
   const int64_t N = fuzz_size(in, INT32_MAX);
   const double W = fuzz_double(in, 0.5, 100.0);
-  const int64_t position = in.ConsumeBool() ? in.ConsumeIntegral<int64_t>() : in.ConsumeIntegralInRange<int64_t>(0, 1000);
+  const int64_t position =
+      in.ConsumeBool() ? in.ConsumeIntegral<int64_t>() : in.ConsumeIntegralInRange<int64_t>(0, 1000);
   bool valid = in_range(B, 1, INT32_MAX) && in_range(H, 1, FSATTN_MAX_HEADS) && in_range(D, 1, FSATTN_MAX_FEATURE) &&
                in_range(M, 0, FSATTN_MAX_FEATURE) && in_range(S, 1, FSATTN_MAX_FEATURE) && in_range(N, 1, INT32_MAX) &&
                std::isfinite(W) && W >= FSATTN_BLA_MIN_PERIOD;
@@ -344,8 +372,8 @@ void fuzz_bla_interpolate(FuzzedDataProvider &in) {
   for (double &l : lags) l = fuzz_double(in, -200.0, 200.0);
   const bool null_lags = in.ConsumeIntegralInRange<int>(0, 15) == 0;
   Buffer state = input(in, valid ? ns : -1), out = output(in, valid ? no : -1);
-  fsattn_status st = fsattn_bla_interpolate(&exec, B, H, D, M, W, S, position, null_lags ? nullptr : lags.data(),
-                                            N, state.ptr(), out.ptr());
+  fsattn_status st = fsattn_bla_interpolate(&exec, B, H, D, M, W, S, position, null_lags ? nullptr : lags.data(), N,
+                                            state.ptr(), out.ptr());
   check_call(st, !valid, {&out});
 }
 
@@ -368,9 +396,10 @@ void fuzz_tuning(FuzzedDataProvider &in) {
     text = std::string("{\"format\": \"fsattn-tuning-1\", \"library\": \"") +
            (in.ConsumeBool() ? fsattn_version() : "9.9") + "\", \"cpu\": \"" + fsattn_device_name(FSATTN_DEVICE_CPU) +
            "\", \"entries\": [{\"op\": \"" + in.PickValueInArray(ops) + "\", \"device\": \"" +
-           (in.ConsumeBool() ? "cpu" : "cuda") + "\", \"shape\": {\"batch\": " + number() + ", \"seqlen\": " +
-           number() + ", \"heads\": " + number() + ", \"dk\": " + number() + ", \"dv\": " + number() +
-           ", \"features\": " + number() + "}, \"variant\": \"" + (variant != nullptr ? variant : "none") + "\"}]}";
+           (in.ConsumeBool() ? "cpu" : "cuda") + "\", \"shape\": {\"batch\": " + number() +
+           ", \"seqlen\": " + number() + ", \"heads\": " + number() + ", \"dk\": " + number() +
+           ", \"dv\": " + number() + ", \"features\": " + number() + "}, \"variant\": \"" +
+           (variant != nullptr ? variant : "none") + "\"}]}";
   }
   if (FILE *f = std::fopen(path.c_str(), "wb")) {
     std::fwrite(text.data(), 1, text.size(), f);

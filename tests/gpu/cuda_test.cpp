@@ -17,10 +17,10 @@
 using namespace fsattn;
 using namespace fsattn::test;
 
-#define FSATTN_REQUIRE_GPU()                                          \
-  do {                                                                \
-    std::string why_;                                                 \
-    if (::fsattn::test::gpu(&why_) == nullptr) GTEST_SKIP() << why_;  \
+#define FSATTN_REQUIRE_GPU()                                         \
+  do {                                                               \
+    std::string why_;                                                \
+    if (::fsattn::test::gpu(&why_) == nullptr) GTEST_SKIP() << why_; \
   } while (0)
 
 namespace {
@@ -211,9 +211,9 @@ TEST(CudaProperties, StatesInPlace) {
   float *dq = b.out(gwant.q.size()), *dk = b.out(gwant.k.size()), *dv = b.out(gwant.v.size()), *dlg = b.out(s.H);
   float *seed_k = b.up(bu.d_state_k), *seed_v = b.up(bu.d_state_v);
   const fsattn_dims bdims = bc.dims();
-  ASSERT_EQ(FSATTN_OK, fsattn_bla_backward(&exec, &bdims, &bp, b.up(bc.q), b.up(bc.k), b.up(bc.v), b.up(bc.state_k),
-                                           b.up(bc.state_v), b.up(bu.d_o), seed_k, seed_v, dq, dk, dv, dlg, seed_k,
-                                           seed_v))
+  ASSERT_EQ(FSATTN_OK,
+            fsattn_bla_backward(&exec, &bdims, &bp, b.up(bc.q), b.up(bc.k), b.up(bc.v), b.up(bc.state_k),
+                                b.up(bc.state_v), b.up(bu.d_o), seed_k, seed_v, dq, dk, dv, dlg, seed_k, seed_v))
       << fsattn_last_error();
   expect_bitwise(b.down(dk), gwant.k, "dk");
   expect_bitwise(b.down(seed_k), gwant.state_k, "d_state_k in place");
@@ -287,14 +287,16 @@ TEST(CudaStreams, TwoStreamsRunDifferentCallsConcurrently) {
 template <typename Case, typename Step>
 void check_steps_against_cpu(const Case &c, DeviceArena &a, const std::string &variant, const char *mixer,
                              const Step &step) {
-  const fsattn_exec cpu{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr}, gpu_exec = cuda_exec(nullptr, variant.c_str());
+  const fsattn_exec cpu{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr},
+      gpu_exec = cuda_exec(nullptr, variant.c_str());
   std::vector<float> sk = c.state_k.f, sv = c.state_v.f;
   float *dsk = a.up(sk), *dsv = a.up(sv);
   fsattn_dims dims = c.dims();
   dims.seqlen = 1;
   const auto &s = c.s;
   for (int64_t t = 0; t < s.T; ++t) {
-    const Tensor32 q = slice_tokens(c.q, s.B, s.T, s.H, s.Dk, t, t + 1), k = slice_tokens(c.k, s.B, s.T, s.H, s.Dk, t, t + 1);
+    const Tensor32 q = slice_tokens(c.q, s.B, s.T, s.H, s.Dk, t, t + 1),
+                   k = slice_tokens(c.k, s.B, s.T, s.H, s.Dk, t, t + 1);
     const Tensor32 v = slice_tokens(c.v, s.B, s.T, s.H, s.Dv, t, t + 1);
     std::vector<float> o(s.B * s.H * s.Dv, NAN);
     float *od = a.out(o.size());
@@ -336,9 +338,9 @@ class IdaStepCuda : public ::testing::TestWithParam<std::string> {};
 TEST_P(IdaStepCuda, MatchesCpuSteps) {
   FSATTN_REQUIRE_GPU();
   check_ida_steps_against_cpu({3, 6, 4, 16, 12, 8}, GetParam());
-  check_ida_steps_against_cpu({2, 4, 3, 40, 33, 37}, GetParam());  // several tiles of every kind
+  check_ida_steps_against_cpu({2, 4, 3, 40, 33, 37}, GetParam());     // several tiles of every kind
   check_ida_steps_against_cpu({1, 3, 2, 256, 256, 256}, GetParam());  // the largest features
-  check_ida_steps_against_cpu({1, 3, 1, 1, 1, 1}, GetParam());       // one of everything
+  check_ida_steps_against_cpu({1, 3, 1, 1, 1, 1}, GetParam());        // one of everything
 }
 INSTANTIATE_TEST_SUITE_P(Gpu, IdaStepCuda, ::testing::ValuesIn(cuda_variants(FSATTN_OP_IDA_STEP)));
 
@@ -398,8 +400,8 @@ TEST(CudaAbsent, CallsReportTheMissingDevice) {
   const fsattn_dims dims = c.dims();
   const fsattn_bla_params p = c.params();
   std::vector<float> o(c.v.f.size());
-  EXPECT_EQ(FSATTN_ERROR_DEVICE, fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), nullptr,
-                                                    nullptr, o.data(), nullptr, nullptr));
+  EXPECT_EQ(FSATTN_ERROR_DEVICE, fsattn_bla_forward(&exec, &dims, &p, c.q.ptr(), c.k.ptr(), c.v.ptr(), nullptr, nullptr,
+                                                    o.data(), nullptr, nullptr));
   EXPECT_NE(std::string(fsattn_last_error()).find("CUDA is not available"), std::string::npos) << fsattn_last_error();
 }
 
@@ -454,16 +456,16 @@ TEST(CudaVarlen, BlaMatchesTheCpu) {
                ski = m.add(c.state_k.f), svi = m.add(c.state_v.f),
                d_o = m.add(std::vector<float>(u.d_o.f.begin(), u.d_o.f.begin() + n * 6)), dsk = m.add(u.d_state_k.f),
                dsv = m.add(u.d_state_v.f);
-  const size_t o = m.out(n * 6), sko = m.out(kSeqs * nk), svo = m.out(kSeqs * nv), dq = m.out(n * 8),
-               dk = m.out(n * 8), dv = m.out(n * 6), dlg = m.out(2), dski = m.out(kSeqs * nk), dsvi = m.out(kSeqs * nv);
+  const size_t o = m.out(n * 6), sko = m.out(kSeqs * nk), svo = m.out(kSeqs * nv), dq = m.out(n * 8), dk = m.out(n * 8),
+               dv = m.out(n * 6), dlg = m.out(2), dski = m.out(kSeqs * nk), dsvi = m.out(kSeqs * nv);
   fsattn_dims dims{sizeof(fsattn_dims), 1, kT, 2, 8, 6, kCu.data(), kSeqs};
   for (bool gpu_side : {false, true}) {
     const fsattn_exec exec{sizeof(fsattn_exec), gpu_side ? FSATTN_DEVICE_CUDA : FSATTN_DEVICE_CPU, nullptr, nullptr};
     auto at = [&](size_t i) { return gpu_side ? m.d(i) : m.h(i); };
     fsattn_bla_params p = c.params();
     p.log_gamma = at(lg);
-    ASSERT_EQ(FSATTN_OK, fsattn_bla_forward(&exec, &dims, &p, at(q), at(k), at(v), at(ski), at(svi), at(o), at(sko),
-                                            at(svo)))
+    ASSERT_EQ(FSATTN_OK,
+              fsattn_bla_forward(&exec, &dims, &p, at(q), at(k), at(v), at(ski), at(svi), at(o), at(sko), at(svo)))
         << fsattn_last_error();
     ASSERT_EQ(FSATTN_OK, fsattn_bla_backward(&exec, &dims, &p, at(q), at(k), at(v), at(ski), at(svi), at(d_o), at(dsk),
                                              at(dsv), at(dq), at(dk), at(dv), at(dlg), at(dski), at(dsvi)))
@@ -493,8 +495,8 @@ TEST(CudaVarlen, IdaMatchesTheCpu) {
                dsk = m.add(u.d_state_k.f), dsv = m.add(u.d_state_v.f);
   const size_t first_param = m.host.size();
   for (const Tensor32 *t : {&c.gk, &c.bk, &c.gv, &c.bv, &c.log_dt, &c.A_re_log, &c.A_im, &c.B, &c.C}) m.add(t->f);
-  const size_t o = m.out(n * 6), sko = m.out(kSeqs * nk), svo = m.out(kSeqs * nv), dq = m.out(n * 8),
-               dk = m.out(n * 8), dv = m.out(n * 6), dski = m.out(kSeqs * nk), dsvi = m.out(kSeqs * nv);
+  const size_t o = m.out(n * 6), sko = m.out(kSeqs * nk), svo = m.out(kSeqs * nv), dq = m.out(n * 8), dk = m.out(n * 8),
+               dv = m.out(n * 6), dski = m.out(kSeqs * nk), dsvi = m.out(kSeqs * nv);
   const size_t first_grad = m.host.size();
   for (size_t i = 0; i < 9; ++i) m.out(m.host[first_param + i].size());
   fsattn_dims dims{sizeof(fsattn_dims), 1, kT, 2, 8, 6, kCu.data(), kSeqs};
@@ -502,11 +504,30 @@ TEST(CudaVarlen, IdaMatchesTheCpu) {
     const fsattn_exec exec{sizeof(fsattn_exec), gpu_side ? FSATTN_DEVICE_CUDA : FSATTN_DEVICE_CPU, nullptr, nullptr};
     auto at = [&](size_t i) { return gpu_side ? m.d(i) : m.h(i); };
     const size_t P = first_param, G = first_grad;
-    const fsattn_ida_params p{sizeof(fsattn_ida_params), 5, c.eps, at(P), at(P + 1), at(P + 2), at(P + 3), at(P + 4), at(P + 5), at(P + 6),
-                              at(P + 7), at(P + 8)};
-    const fsattn_ida_grads g{sizeof(fsattn_ida_grads), at(G), at(G + 1), at(G + 2), at(G + 3), at(G + 4), at(G + 5), at(G + 6), at(G + 7), at(G + 8)};
-    ASSERT_EQ(FSATTN_OK, fsattn_ida_forward(&exec, &dims, &p, at(q), at(k), at(v), at(ski), at(svi), at(o), at(sko),
-                                            at(svo)))
+    const fsattn_ida_params p{sizeof(fsattn_ida_params),
+                              5,
+                              c.eps,
+                              at(P),
+                              at(P + 1),
+                              at(P + 2),
+                              at(P + 3),
+                              at(P + 4),
+                              at(P + 5),
+                              at(P + 6),
+                              at(P + 7),
+                              at(P + 8)};
+    const fsattn_ida_grads g{sizeof(fsattn_ida_grads),
+                             at(G),
+                             at(G + 1),
+                             at(G + 2),
+                             at(G + 3),
+                             at(G + 4),
+                             at(G + 5),
+                             at(G + 6),
+                             at(G + 7),
+                             at(G + 8)};
+    ASSERT_EQ(FSATTN_OK,
+              fsattn_ida_forward(&exec, &dims, &p, at(q), at(k), at(v), at(ski), at(svi), at(o), at(sko), at(svo)))
         << fsattn_last_error();
     ASSERT_EQ(FSATTN_OK, fsattn_ida_backward(&exec, &dims, &p, at(q), at(k), at(v), at(ski), at(svi), at(d_o), at(dsk),
                                              at(dsv), at(dq), at(dk), at(dv), &g, at(dski), at(dsvi)))

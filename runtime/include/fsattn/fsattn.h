@@ -58,15 +58,15 @@ extern "C" {
 #define FSATTN_VERSION_MINOR 0
 #define FSATTN_VERSION_PATCH 0
 
-#define FSATTN_MAX_FEATURE 256   /* largest dk, dv, modes, slots */
-#define FSATTN_MAX_HEADS 65536   /* largest heads */
-#define FSATTN_BLA_MIN_PERIOD 1e-6  /* smallest BLA period W, in tokens */
+#define FSATTN_MAX_FEATURE 256     /* largest dk, dv, modes, slots */
+#define FSATTN_MAX_HEADS 65536     /* largest heads */
+#define FSATTN_BLA_MIN_PERIOD 1e-6 /* smallest BLA period W, in tokens */
 
 typedef enum {
   FSATTN_OK = 0,
-  FSATTN_ERROR_INVALID_ARGUMENT = 1,   /* null pointer, bad size, inconsistent shape, ... */
-  FSATTN_ERROR_UNSUPPORTED = 2,        /* valid request this build or device cannot serve */
-  FSATTN_ERROR_DEVICE = 3,             /* CUDA/driver failure, no CUDA device            */
+  FSATTN_ERROR_INVALID_ARGUMENT = 1, /* null pointer, bad size, inconsistent shape, ... */
+  FSATTN_ERROR_UNSUPPORTED = 2,      /* valid request this build or device cannot serve */
+  FSATTN_ERROR_DEVICE = 3,           /* CUDA/driver failure, no CUDA device            */
   FSATTN_ERROR_OUT_OF_MEMORY = 4,
   FSATTN_ERROR_INTERNAL = 5
 } fsattn_status;
@@ -74,57 +74,62 @@ typedef enum {
 typedef enum { FSATTN_DEVICE_CPU = 0, FSATTN_DEVICE_CUDA = 1 } fsattn_device;
 
 typedef struct {
-  size_t struct_size;    /* sizeof(fsattn_exec): FSATTN_EXEC_INIT */
+  size_t struct_size; /* sizeof(fsattn_exec): FSATTN_EXEC_INIT */
   fsattn_device device;
-  void *stream;          /* CUDA: the caller's cudaStream_t / CUstream (NULL: default stream) */
-  const char *variant;   /* NULL: the variant the tuning table picks for the call's shape
-                            (see "tuning" below). Else the name of a compiled variant of the
-                            called kernel (see fsattn_variant_name); an unknown name is
-                            FSATTN_ERROR_INVALID_ARGUMENT. */
+  void *stream;        /* CUDA: the caller's cudaStream_t / CUstream (NULL: default stream) */
+  const char *variant; /* NULL: the variant the tuning table picks for the call's shape
+                          (see "tuning" below). Else the name of a compiled variant of the
+                          called kernel (see fsattn_variant_name); an unknown name is
+                          FSATTN_ERROR_INVALID_ARGUMENT. */
 } fsattn_exec;
-#define FSATTN_EXEC_INIT {sizeof(fsattn_exec), FSATTN_DEVICE_CPU, NULL, NULL}
+#define FSATTN_EXEC_INIT \
+  { sizeof(fsattn_exec), FSATTN_DEVICE_CPU, NULL, NULL }
 
 typedef struct {
-  size_t struct_size;         /* sizeof(fsattn_dims): FSATTN_DIMS_INIT */
+  size_t struct_size; /* sizeof(fsattn_dims): FSATTN_DIMS_INIT */
   int64_t batch, seqlen, heads, dk, dv;
-  const int64_t *cu_seqlens;  /* NULL: dense batch. Else batch == 1 and this holds
-                                 num_seqs + 1 offsets into the seqlen axis; states are per sequence */
+  const int64_t *cu_seqlens; /* NULL: dense batch. Else batch == 1 and this holds
+                                num_seqs + 1 offsets into the seqlen axis; states are per sequence */
   int64_t num_seqs;
 } fsattn_dims;
-#define FSATTN_DIMS_INIT {sizeof(fsattn_dims), 0, 0, 0, 0, 0, NULL, 0}
+#define FSATTN_DIMS_INIT \
+  { sizeof(fsattn_dims), 0, 0, 0, 0, 0, NULL, 0 }
 
 typedef struct {
-  size_t struct_size;                  /* sizeof(fsattn_ida_params): FSATTN_IDA_PARAMS_INIT */
-  int64_t modes;                       /* M */
-  float eps;                           /* <= 0 means 1e-6 */
-  const float *gk, *bk, *gv, *bv;      /* [H,Dk] [H,Dk] [H,Dv] [H,Dv] */
-  const float *log_dt;                 /* [H] */
-  const float *A_re_log, *A_im;        /* [H,M] [H,M] */
-  const float *B;                      /* [H,M,2] */
-  const float *C;                      /* [H,M,M,2] */
+  size_t struct_size;             /* sizeof(fsattn_ida_params): FSATTN_IDA_PARAMS_INIT */
+  int64_t modes;                  /* M */
+  float eps;                      /* <= 0 means 1e-6 */
+  const float *gk, *bk, *gv, *bv; /* [H,Dk] [H,Dk] [H,Dv] [H,Dv] */
+  const float *log_dt;            /* [H] */
+  const float *A_re_log, *A_im;   /* [H,M] [H,M] */
+  const float *B;                 /* [H,M,2] */
+  const float *C;                 /* [H,M,M,2] */
 } fsattn_ida_params;
-#define FSATTN_IDA_PARAMS_INIT {sizeof(fsattn_ida_params), 0, 0.0f, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+#define FSATTN_IDA_PARAMS_INIT \
+  { sizeof(fsattn_ida_params), 0, 0.0f, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
 
-typedef struct {                       /* gradients, same shapes as the parameters, summed
-                                          over the batch and the tokens; a NULL member (or a
-                                          NULL fsattn_ida_grads pointer) is not written */
-  size_t struct_size;                  /* sizeof(fsattn_ida_grads): FSATTN_IDA_GRADS_INIT */
+typedef struct {      /* gradients, same shapes as the parameters, summed
+                         over the batch and the tokens; a NULL member (or a
+                         NULL fsattn_ida_grads pointer) is not written */
+  size_t struct_size; /* sizeof(fsattn_ida_grads): FSATTN_IDA_GRADS_INIT */
   float *gk, *bk, *gv, *bv, *log_dt, *A_re_log, *A_im, *B, *C;
 } fsattn_ida_grads;
-#define FSATTN_IDA_GRADS_INIT {sizeof(fsattn_ida_grads), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+#define FSATTN_IDA_GRADS_INIT \
+  { sizeof(fsattn_ida_grads), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
 
 /* BLA positions are exact up to 2^53: the kernel reduces pos0 modulo W in double on the
    host, then forms each token's phase from it (pos0 + seqlen must not exceed 2^53). */
 typedef struct {
-  size_t struct_size;                  /* sizeof(fsattn_bla_params): FSATTN_BLA_PARAMS_INIT */
-  int64_t modes;                       /* M >= 0 */
-  double period;                       /* W >= FSATTN_BLA_MIN_PERIOD, any real */
-  int64_t slots;                       /* S >= 1 */
-  float scale;                         /* <= 0 means Dk^-1/2 */
-  int64_t pos0;                        /* absolute position of the first token (>= 0) */
-  const float *log_gamma;              /* [H], each <= 0 */
+  size_t struct_size;     /* sizeof(fsattn_bla_params): FSATTN_BLA_PARAMS_INIT */
+  int64_t modes;          /* M >= 0 */
+  double period;          /* W >= FSATTN_BLA_MIN_PERIOD, any real */
+  int64_t slots;          /* S >= 1 */
+  float scale;            /* <= 0 means Dk^-1/2 */
+  int64_t pos0;           /* absolute position of the first token (>= 0) */
+  const float *log_gamma; /* [H], each <= 0 */
 } fsattn_bla_params;
-#define FSATTN_BLA_PARAMS_INIT {sizeof(fsattn_bla_params), 0, 0.0, 0, 0.0f, 0, NULL}
+#define FSATTN_BLA_PARAMS_INIT \
+  { sizeof(fsattn_bla_params), 0, 0.0, 0, 0.0f, 0, NULL }
 
 /* Variable-length batches: with dims->cu_seqlens, batch is 1 and the num_seqs sequences are
    concatenated along seqlen, sequence s holding tokens [cu_seqlens[s], cu_seqlens[s+1]);
@@ -137,10 +142,9 @@ typedef struct {
    state_v [B,H,S,Dv].  (With cu_seqlens, B is num_seqs.)  Every state pointer may be NULL:
    a NULL initial state is zero; a NULL final state (or state gradient) is not written/read. */
 
-fsattn_status fsattn_ida_forward(const fsattn_exec *exec, const fsattn_dims *dims,
-    const fsattn_ida_params *p, const float *q, const float *k, const float *v,
-    const float *state_k_in, const float *state_v_in,
-    float *o, float *state_k_out, float *state_v_out);
+fsattn_status fsattn_ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
+                                 const float *q, const float *k, const float *v, const float *state_k_in,
+                                 const float *state_v_in, float *o, float *state_k_out, float *state_v_out);
 
 /* Backward passes. Given d_o (and, optionally, the gradients of the final states), they
    return the gradients of L = <d_o, o> + <d_state_k_out, state_k_out> + <d_state_v_out,
@@ -152,36 +156,31 @@ fsattn_status fsattn_ida_forward(const fsattn_exec *exec, const fsattn_dims *dim
    reproducible: every reduction runs in a fixed order. An initial-state gradient may be
    written over its final-state gradient (in place); other gradients must not overlap the
    inputs. */
-fsattn_status fsattn_ida_backward(const fsattn_exec *exec, const fsattn_dims *dims,
-    const fsattn_ida_params *p, const float *q, const float *k, const float *v,
-    const float *state_k_in, const float *state_v_in,
-    const float *d_o, const float *d_state_k_out, const float *d_state_v_out,
-    float *dq, float *dk, float *dv, const fsattn_ida_grads *dp,
-    float *d_state_k_in, float *d_state_v_in);
+fsattn_status fsattn_ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
+                                  const float *q, const float *k, const float *v, const float *state_k_in,
+                                  const float *state_v_in, const float *d_o, const float *d_state_k_out,
+                                  const float *d_state_v_out, float *dq, float *dk, float *dv,
+                                  const fsattn_ida_grads *dp, float *d_state_k_in, float *d_state_v_in);
 
-fsattn_status fsattn_bla_forward(const fsattn_exec *exec, const fsattn_dims *dims,
-    const fsattn_bla_params *p, const float *q, const float *k, const float *v,
-    const float *state_k_in, const float *state_v_in,
-    float *o, float *state_k_out, float *state_v_out);
+fsattn_status fsattn_bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
+                                 const float *q, const float *k, const float *v, const float *state_k_in,
+                                 const float *state_v_in, float *o, float *state_k_out, float *state_v_out);
 
-fsattn_status fsattn_bla_backward(const fsattn_exec *exec, const fsattn_dims *dims,
-    const fsattn_bla_params *p, const float *q, const float *k, const float *v,
-    const float *state_k_in, const float *state_v_in,
-    const float *d_o, const float *d_state_k_out, const float *d_state_v_out,
-    float *dq, float *dk, float *dv, float *d_log_gamma,
-    float *d_state_k_in, float *d_state_v_in);
+fsattn_status fsattn_bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
+                                  const float *q, const float *k, const float *v, const float *state_k_in,
+                                  const float *state_v_in, const float *d_o, const float *d_state_k_out,
+                                  const float *d_state_v_out, float *dq, float *dk, float *dv, float *d_log_gamma,
+                                  float *d_state_k_in, float *d_state_v_in);
 
 /* One decoding step (dims->seqlen == 1): updates the states in place and writes o, as
    the forward pass does for one token. BLA uses p->pos0 as the token's position. Both state
    pointers are required (a state starts at zero: the caller zeroes it); on CUDA the IDA
    states must be 8-byte aligned (each complex element is loaded as one 8-byte vector).
    Per head the IDA step costs O(M (Dk + Dv) + M^2), the BLA step O(S (Dk + Dv)). */
-fsattn_status fsattn_ida_step(const fsattn_exec *exec, const fsattn_dims *dims,
-    const fsattn_ida_params *p, const float *q, const float *k, const float *v,
-    float *state_k, float *state_v, float *o);
-fsattn_status fsattn_bla_step(const fsattn_exec *exec, const fsattn_dims *dims,
-    const fsattn_bla_params *p, const float *q, const float *k, const float *v,
-    float *state_k, float *state_v, float *o);
+fsattn_status fsattn_ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
+                              const float *q, const float *k, const float *v, float *state_k, float *state_v, float *o);
+fsattn_status fsattn_bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
+                              const float *q, const float *k, const float *v, float *state_k, float *state_v, float *o);
 
 /* The blurry window held by a BLA slot state (docs/spec.md §2): reconstructs the key (or value)
    history by Dirichlet interpolation of the S slots,
@@ -194,11 +193,11 @@ fsattn_status fsattn_bla_step(const fsattn_exec *exec, const fsattn_dims *dims,
    slots the slots under-sample the window and the result is that of the formula above.
    state [batch,heads,slots,dim], lags [num_lags] (finite, |lag| <= 2^53),
    out [batch,heads,num_lags,dim]. */
-fsattn_status fsattn_bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads,
-    int64_t dim, int64_t modes, double period, int64_t slots, int64_t position,
-    const double *lags, int64_t num_lags, const float *state, float *out);
+fsattn_status fsattn_bla_interpolate(const fsattn_exec *exec, int64_t batch, int64_t heads, int64_t dim, int64_t modes,
+                                     double period, int64_t slots, int64_t position, const double *lags,
+                                     int64_t num_lags, const float *state, float *out);
 
-const char *fsattn_last_error(void);   /* this thread's message for its last failed call */
+const char *fsattn_last_error(void); /* this thread's message for its last failed call */
 /* A short description of a status ("ok", "invalid argument", ...); never NULL. */
 const char *fsattn_status_string(fsattn_status status);
 /* The library's version, "MAJOR.MINOR.PATCH": the one it was built as, which may be newer
@@ -261,8 +260,9 @@ const char *fsattn_variant_name(fsattn_op op, fsattn_device device, int index);
  * docs/tuning.md), or a file that fsattn-tune wrote on this machine: set FSATTN_TUNING to its path
  * before the first call, or call fsattn_load_tuning. A file is rejected, and the built-in
  * table used, when it does not parse, was written by an fsattn of another major or minor
- * version (a later patch release reads it), names a variant this build lacks, or was measured on another CPU model or GPU than this machine's. Every
- * variant computes the same function; results are bitwise reproducible for a given variant. */
+ * version (a later patch release reads it), names a variant this build lacks, or was measured on another CPU model or
+ * GPU than this machine's. Every variant computes the same function; results are bitwise reproducible for a given
+ * variant. */
 
 /* Replaces the table with the file at `path` (NULL: the built-in table). On failure returns
    FSATTN_ERROR_INVALID_ARGUMENT with the reason, and the built-in table is used. Safe to call
@@ -273,8 +273,7 @@ fsattn_status fsattn_load_tuning(const char *path);
 const char *fsattn_tuning_info(void);
 /* The variant a dense call with this exec, dims and features (IDA modes, BLA slots) would run,
    or NULL (with the reason in fsattn_last_error) when the call would be refused for them. */
-const char *fsattn_selected_variant(const fsattn_exec *exec, fsattn_op op, const fsattn_dims *dims,
-                                    int64_t features);
+const char *fsattn_selected_variant(const fsattn_exec *exec, fsattn_op op, const fsattn_dims *dims, int64_t features);
 /* The device as tuning files name it: this CPU's model, or the GPU that CUDA calls on this
    thread would use (the current context's device, else device 0) with its compute capability,
    e.g. "NVIDIA H200 (compute capability 9.0)". NULL when there is none (FSATTN_ERROR_DEVICE). */

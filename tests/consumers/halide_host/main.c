@@ -3,8 +3,8 @@
    (FSATTN_CONSUMER_ONLY), it is the FetchContent consumer's program. */
 #include <fsattn/fsattn.h>
 #ifndef FSATTN_CONSUMER_ONLY
-#include "scale_by_two.h"
 #include <HalideRuntime.h>
+#include "scale_by_two.h"
 #endif
 
 #include <stdio.h>
