@@ -105,3 +105,85 @@ def test_other_device_index():
     want, _ = fsattn.bla(q, k, v, lg, modes=3, period=10.0, slots=7)
     got, _ = fsattn.bla(*(x.to("cuda:1") for x in (q, k, v, lg)), modes=3, period=10.0, slots=7)
     assert got.device == torch.device("cuda:1") and rel_err(got, want) <= FWD_TOL
+
+
+@pytest.mark.parametrize("kind", ["bla", "ida"])
+def test_steps_in_a_cuda_graph(kind):
+    """Eight decode steps captured in one CUDA graph, replayed, give the eager steps' outputs
+    and states (the steps allocate nothing and read nothing back on the host)."""
+    g = torch.Generator().manual_seed(4)
+    B, H, D, F, N = 2, 3, 16, 8, 8
+    q, k, v = (randn((N, B, 1, H, D), g).cuda() for _ in range(3))
+    if kind == "bla":
+        lg = torch.log(torch.tensor([0.9, 0.95, 0.99])).cuda()
+        shape = (B, H, F, D)
+
+        def step(i, st):
+            return fsattn.bla_step(q[i], k[i], v[i], lg, st, pos=5 + i, modes=3, period=8.0)
+    else:
+        params = fsattn.IdaParams(*(x.cuda() for x in ida_init(H, D, D, F, g)))
+        shape = (B, H, F, D, 2)
+
+        def step(i, st):
+            return fsattn.ida_step(q[i], k[i], v[i], params, st)
+
+    def run(st):
+        return torch.stack([step(i, st)[0] for i in range(N)])
+
+    eager_state = (torch.zeros(shape, device="cuda"), torch.zeros(shape, device="cuda"))
+    want = run(eager_state)
+    state = (torch.zeros(shape, device="cuda"), torch.zeros(shape, device="cuda"))
+    side = torch.cuda.Stream()  # warm-up on a side stream, as PyTorch's graph capture asks
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run(state)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = run(state)
+    for x in state:
+        x.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert rel_err(out, want) <= FWD_TOL
+    for a, b in zip(state, eager_state):
+        assert rel_err(a, b) <= FWD_TOL
+
+
+def test_tiny_bla_model_trains_compiled():
+    """A two-layer model with fsattn.nn.BLA trains under torch.compile(fullgraph=True) on the
+    GPU: the task (predict the previous token) needs the mixer, and the loss falls."""
+    if not fsattn.USES_CUSTOM_OPS:
+        pytest.skip("needs torch.library.custom_op (PyTorch 2.4 or later) for torch.compile")
+    torch.manual_seed(0)
+    V, D = 16, 64
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(V, D)
+            self.mix = torch.nn.ModuleList(BLA(D, num_heads=4, head_dim=16, slots=16, period=16.0) for _ in range(2))
+            self.head = torch.nn.Linear(D, V)
+
+        def forward(self, tok):
+            x = self.emb(tok)
+            for mix in self.mix:
+                y, _ = mix(x, output_state=False)
+                x = x + y
+            return self.head(x)
+
+    model = Model().cuda()
+    step = torch.compile(model, fullgraph=True)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    losses = []
+    for _ in range(60):
+        tok = torch.randint(0, V, (16, 64), generator=g, device="cuda")
+        logits = step(tok)
+        loss = torch.nn.functional.cross_entropy(logits[:, 1:].reshape(-1, V), tok[:, :-1].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    assert last < 0.5 * first, losses
