@@ -7,6 +7,10 @@
 // call refused by validation (INVALID_ARGUMENT, UNSUPPORTED) wrote nothing. Sizes outside the
 // documented limits must be refused; those are passed one-element buffers, which the library
 // must never read. Sizes inside them get buffers of their exact size (small ones only).
+//
+// With FSATTN_FUZZ_DEVICE=cuda (on a GPU machine, under compute-sanitizer memcheck) every
+// pass and step runs on CUDA over device copies of those buffers; one in 32 is passed as a
+// host pointer or one element past its allocation's end, and the call must then be refused.
 #include "fsattn/fsattn.h"
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -23,10 +27,33 @@
 
 #include <unistd.h>
 
+#if FSATTN_FUZZ_CUDA
+#include "device.h"
+#endif
+
 namespace {
+
+#if FSATTN_FUZZ_CUDA
+using DeviceCopy = fsattn::test::DeviceTensor;
+bool gpu_available(std::string *why) { return fsattn::test::gpu(why) != nullptr; }
+#else
+// A build without the CUDA kernels has no CUDA mode: a stand-in that is never constructed.
+struct DeviceCopy {
+  explicit DeviceCopy(const std::vector<float> &) {}
+  float *ptr() const { return nullptr; }
+  std::vector<float> download() const { return {}; }
+};
+bool gpu_available(std::string *why) {
+  *why = "this build has no CUDA kernels";
+  return false;
+}
+#endif
 
 constexpr int64_t kMaxElements = 1 << 14;  // per buffer: keeps each input fast
 constexpr float kSentinel = 1234.5f;
+
+bool g_cuda = false;         // FSATTN_FUZZ_DEVICE=cuda: the calls on CUDA, over device memory
+bool g_bad_pointer = false;  // this input passed a pointer that the call must refuse
 
 void check(bool ok) {
   if (!ok) __builtin_trap();
@@ -79,25 +106,44 @@ int64_t count(std::initializer_list<int64_t> extents) {
 }
 
 // A buffer the library may read: `n` fuzzed values, or one element when the call must be
-// refused before reading (n < 0), or NULL when the fuzzer says so.
+// refused before reading (n < 0), or NULL when the fuzzer says so. In CUDA mode the values
+// live in device memory too, and ptr() is a device pointer (or a bad one, g_bad_pointer).
 struct Buffer {
   std::vector<float> data;
   bool null = false;
-  float *ptr() { return null ? nullptr : data.data(); }
+  std::shared_ptr<DeviceCopy> device;
+  enum { kDevice, kHost, kPastTheEnd } pass = kDevice;
+  float *ptr() {
+    if (null) return nullptr;
+    if (!g_cuda || pass == kHost) return data.data();
+    return device->ptr() + (pass == kPastTheEnd ? 1 : 0);
+  }
+  // CUDA mode: the device values back into `data` (what the call may have written).
+  void download() {
+    if (!g_cuda || pass == kHost) return;
+    const std::vector<float> d = device->download();
+    std::copy(d.begin() + (pass == kPastTheEnd ? 1 : 0), d.end(), data.begin());
+  }
 };
-Buffer input(FuzzedDataProvider &in, int64_t n) {
-  Buffer b;
-  b.null = in.ConsumeIntegralInRange<int>(0, 15) == 0;
-  b.data.resize(n > 0 ? size_t(n) : 1);
-  for (float &e : b.data) e = fuzz_float(in);
-  return b;
-}
-Buffer output(FuzzedDataProvider &in, int64_t n) {
+Buffer buffer(FuzzedDataProvider &in, int64_t n, bool fill) {
   Buffer b;
   b.null = in.ConsumeIntegralInRange<int>(0, 15) == 0;
   b.data.assign(n > 0 ? size_t(n) : 1, kSentinel);
+  if (fill) {
+    for (float &e : b.data) e = fuzz_float(in);
+  }
+  if (g_cuda) {
+    b.device = std::make_shared<DeviceCopy>(b.data);
+    const int pass = in.ConsumeIntegralInRange<int>(0, 63);
+    if (pass < 2 && !b.null) {
+      b.pass = pass == 0 ? Buffer::kHost : Buffer::kPastTheEnd;
+      g_bad_pointer = true;
+    }
+  }
   return b;
 }
+Buffer input(FuzzedDataProvider &in, int64_t n) { return buffer(in, n, true); }
+Buffer output(FuzzedDataProvider &in, int64_t n) { return buffer(in, n, false); }
 bool bits_equal(const std::vector<float> &a, const std::vector<float> &b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -108,20 +154,22 @@ bool untouched(const Buffer &b) {
 }
 
 fsattn_exec fuzz_exec(FuzzedDataProvider &in, fsattn_op op) {
-  fsattn_exec e{sizeof(fsattn_exec), FSATTN_DEVICE_CPU, nullptr, nullptr};
+  fsattn_exec e{sizeof(fsattn_exec), g_cuda ? FSATTN_DEVICE_CUDA : FSATTN_DEVICE_CPU, nullptr, nullptr};
   switch (in.ConsumeIntegralInRange<int>(0, 10)) {
     case 0: e.device = FSATTN_DEVICE_CUDA; break;
     case 10: e.struct_size = in.ConsumeIntegralInRange<size_t>(0, sizeof(fsattn_exec) - 1); break;  // refused
     case 1: {
       // Any int may arrive from a C caller; stored without forming an out-of-range enum value.
-      const int device = in.ConsumeIntegral<int>();
+      // (Not the CPU in CUDA mode, whose device pointers the CPU must not be given.)
+      int device = in.ConsumeIntegral<int>();
+      if (g_cuda && device == FSATTN_DEVICE_CPU) device = FSATTN_DEVICE_CUDA;
       std::memcpy(&e.device, &device, sizeof device);
       break;
     }
     case 2: e.variant = "no_such_variant"; break;
     case 3: {
-      int n = fsattn_variant_count(op, FSATTN_DEVICE_CPU);
-      if (n > 0) e.variant = fsattn_variant_name(op, FSATTN_DEVICE_CPU, in.ConsumeIntegralInRange<int>(0, n - 1));
+      int n = fsattn_variant_count(op, e.device);
+      if (n > 0) e.variant = fsattn_variant_name(op, e.device, in.ConsumeIntegralInRange<int>(0, n - 1));
       break;
     }
     default: break;
@@ -129,16 +177,20 @@ fsattn_exec fuzz_exec(FuzzedDataProvider &in, fsattn_op op) {
   return e;
 }
 
-// After a call: a known status, a message on failure, nothing written when refused.
-void check_call(fsattn_status st, bool must_refuse, std::initializer_list<const Buffer *> outputs) {
+// After a call: a known status, a message on failure, nothing written when refused. `states`
+// (updated in place) are downloaded for the caller to compare.
+void check_call(fsattn_status st, bool must_refuse, std::initializer_list<Buffer *> outputs,
+                std::initializer_list<Buffer *> states = {}) {
   check(st == FSATTN_OK || st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED ||
         st == FSATTN_ERROR_DEVICE || st == FSATTN_ERROR_INTERNAL || st == FSATTN_ERROR_OUT_OF_MEMORY);
-  if (must_refuse) check(st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED);
+  if (must_refuse || g_bad_pointer) check(st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED);
+  for (Buffer *b : outputs) b->download();
+  for (Buffer *b : states) b->download();
   if (st != FSATTN_OK) check(fsattn_last_error()[0] != '\0');
   // A CUDA call without a GPU (DEVICE), or over host memory (INVALID_ARGUMENT), is refused
   // before anything is written, like an invalid one.
   if (st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED || st == FSATTN_ERROR_DEVICE) {
-    for (const Buffer *b : outputs) check(untouched(*b));
+    for (Buffer *b : outputs) check(untouched(*b));
   }
 }
 
@@ -280,7 +332,7 @@ void fuzz_ida_step(FuzzedDataProvider &in) {
   Buffer o = output(in, c->n * c->nv);
   fsattn_status st = fsattn_ida_step(&c->exec, &c->dm.d, c->null_p ? nullptr : &c->p, c->q.ptr(), c->k.ptr(),
                                      c->v.ptr(), c->sk.ptr(), c->sv.ptr(), o.ptr());
-  check_call(st, !valid, {&o});
+  check_call(st, !valid, {&o}, {&c->sk, &c->sv});
   if (st != FSATTN_OK) check(bits_equal(c->sk.data, sk0) && bits_equal(c->sv.data, sv0));
 }
 
@@ -350,7 +402,7 @@ void fuzz_bla_step(FuzzedDataProvider &in) {
   const std::vector<float> sk0 = sk.data, sv0 = sv.data;
   c.p.log_gamma = log_gamma.ptr();
   fsattn_status st = fsattn_bla_step(&c.exec, &c.dm.d, &c.p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(), o.ptr());
-  check_call(st, !valid, {&o});
+  check_call(st, !valid, {&o}, {&sk, &sv});
   if (st != FSATTN_OK) check(bits_equal(sk.data, sk0) && bits_equal(sv.data, sv0));
 }
 
@@ -453,8 +505,20 @@ void fuzz_others(FuzzedDataProvider &in) {
 
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+  const char *device = std::getenv("FSATTN_FUZZ_DEVICE");
+  g_cuda = device != nullptr && std::string(device) == "cuda";
+  std::string why;
+  if (g_cuda && !gpu_available(&why)) {
+    std::fprintf(stderr, "fsattn-fuzz: FSATTN_FUZZ_DEVICE=cuda, but %s\n", why.c_str());
+    std::exit(1);
+  }
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FuzzedDataProvider in(data, size);
+  g_bad_pointer = false;
   switch (in.ConsumeIntegralInRange<int>(0, 7)) {
     case 0: fuzz_ida_forward(in); break;
     case 1: fuzz_bla_forward(in); break;
