@@ -13,7 +13,10 @@
 # bench/stage_gpu.sh BUILD NAME), alternated twice; firstcall: fsattn-first-call with the
 # driver's PTX cache disabled, then cold, then warm;
 # profile: per-kernel times of one call of each default forward at the benchmark shape, from Nsight
-# Compute; python: builds the Python extension there (CMake, pybind11 from .whl/) over
+# Compute; fuzz: the API fuzzer in its CUDA mode under compute-sanitizer memcheck, the kept
+# corpus replayed, then FUZZ_SECONDS (default 180) of fuzzing (.device/fsattn-fuzz: built
+# with clang and -DFSATTN_FUZZ=ON but without the sanitizers, which CUDA's memcheck replaces;
+# bench/stage_gpu.sh copies it from FUZZ_BUILD); python: builds the Python extension there (CMake, pybind11 from .whl/) over
 # .device/lib and runs python/tests, CUDA tests included; peers also times SDPA flash attention against sequence length for bench/plot.py,
 # and FLA's chunk_gsa where a copy of FLA's fla/ package is in .peers/, an ignored directory).
 # Logs and results go to $OUT (or ./gpu-results).
@@ -78,6 +81,18 @@ for step in "${steps[@]}"; do
       timeout 300 python3 bench/peer_gpu.py "${fla[@]}" --json "$OUT/peers.json" 2>&1 | tee -a "$log" | tail -15
       timeout 200 python3 bench/peer_gpu.py --methods sdpa_flash --seqlens 1024 2048 4096 8192 16384 32768 65536 \
         --json "$OUT/seqlen.json" 2>&1 | tee -a "$log" | tail -9 ;;
+    fuzz)
+      export FSATTN_FUZZ_DEVICE=cuda
+      memcheck=(compute-sanitizer --tool memcheck --print-limit 20)
+      timeout 240 "${memcheck[@]}" .device/fsattn-fuzz -runs=0 -timeout=60 -rss_limit_mb=16384 \
+        -print_final_stats=1 tests/fuzz/corpus > "$OUT/fuzz-replay.txt" 2>&1
+      echo "fuzz corpus replay, CUDA, memcheck: exit $? :: $(grep -E 'ERROR SUMMARY' "$OUT/fuzz-replay.txt" | tail -1)" | tee -a "$log"
+      rm -rf /tmp/fsattn-fuzz && mkdir -p /tmp/fsattn-fuzz
+      timeout $((${FUZZ_SECONDS:-180} + 120)) "${memcheck[@]}" .device/fsattn-fuzz -max_total_time=${FUZZ_SECONDS:-180} \
+        -timeout=60 -rss_limit_mb=16384 -print_final_stats=1 /tmp/fsattn-fuzz tests/fuzz/corpus > "$OUT/fuzz-cuda.txt" 2>&1
+      echo "fuzz ${FUZZ_SECONDS:-180} s, CUDA, memcheck: exit $? :: $(grep -E 'number_of_executed_units' "$OUT/fuzz-cuda.txt")" \
+        "$(grep -E 'ERROR SUMMARY' "$OUT/fuzz-cuda.txt" | tail -1)" | tee -a "$log"
+      unset FSATTN_FUZZ_DEVICE ;;
     python)
       py=/tmp/fsattn-python; rm -rf $py && mkdir -p $py/tree/runtime && cp -P .device/lib/libfsattn.so* $py/tree/runtime/
       { cmake -S python -B $py/build -DFSATTN_BUILD_DIR=$py/tree -DPython_EXECUTABLE="$(command -v python3)" \

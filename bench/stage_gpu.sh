@@ -4,7 +4,7 @@
 # CPU test (it needs more memory than the development machine has) and the shared libraries
 # they load that a machine with only a CUDA image may lack. Run after cmake --build.
 # With a NAME, only that build's libfsattn goes to .device/lib-NAME/, for gpu_session.sh
-# compare (same ABI, other kernels).
+# compare (same ABI, other kernels). FUZZ_BUILD=<dir> also copies <dir>/tests/fsattn-fuzz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -19,4 +19,6 @@ cp -P "$build"/runtime/libfsattn.so* .device/lib/
 for bin in .device/cuda_test .device/huge_shape_test .device/fsattn-bench .device/fsattn-tune .device/fsattn-first-call; do
   ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'libbenchmark|libgtest|libfsattn' | xargs -r cp -L -t .device/lib/
 done
+# The API fuzzer for gpu_session.sh fuzz, from a clang build without the sanitizers (FUZZ_BUILD).
+if [ -n "${FUZZ_BUILD:-}" ]; then cp "$FUZZ_BUILD"/tests/fsattn-fuzz .device/; fi
 du -sh .device

@@ -8,6 +8,7 @@ from fsattn.nn import BLA, IDA, prefill_then_decode
 from fsattn_reference import grads, ida_init, leaf32, loss_of, randn, rel_err
 
 from conftest import requires_cuda
+from tiny_model import TinyModel, train_previous_token
 
 pytestmark = requires_cuda
 
@@ -156,34 +157,8 @@ def test_tiny_bla_model_trains_compiled():
     if not fsattn.USES_CUSTOM_OPS:
         pytest.skip("needs torch.library.custom_op (PyTorch 2.4 or later) for torch.compile")
     torch.manual_seed(0)
-    V, D = 16, 64
-
-    class Model(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = torch.nn.Embedding(V, D)
-            self.mix = torch.nn.ModuleList(BLA(D, num_heads=4, head_dim=16, slots=16, period=16.0) for _ in range(2))
-            self.head = torch.nn.Linear(D, V)
-
-        def forward(self, tok):
-            x = self.emb(tok)
-            for mix in self.mix:
-                y, _ = mix(x, output_state=False)
-                x = x + y
-            return self.head(x)
-
-    model = Model().cuda()
-    step = torch.compile(model, fullgraph=True)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    g = torch.Generator(device="cuda").manual_seed(0)
-    losses = []
-    for _ in range(60):
-        tok = torch.randint(0, V, (16, 64), generator=g, device="cuda")
-        logits = step(tok)
-        loss = torch.nn.functional.cross_entropy(logits[:, 1:].reshape(-1, V), tok[:, :-1].reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    model = TinyModel(16, 64, 2, num_heads=4, head_dim=16, slots=16, period=16.0).cuda()
+    compiled = torch.compile(model, fullgraph=True)
+    losses = train_previous_token(model, compiled, steps=60, batch=16, seqlen=64, lr=1e-2, device="cuda")
     first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
     assert last < 0.5 * first, losses

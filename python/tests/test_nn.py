@@ -8,6 +8,7 @@ import torch
 
 from fsattn.nn import BLA, IDA, prefill_then_decode
 from fsattn_reference import rel_err
+from tiny_model import TinyModel, train_previous_token
 
 TOL = 1e-5
 
@@ -88,33 +89,8 @@ def test_ida_layer_reference_initialisation():
 
 
 def test_tiny_bla_model_trains():
-    # Predict the previous token: needs the mixer (the tokens are independent and uniform).
     torch.manual_seed(0)
-    V, D = 8, 32
-
-    class Model(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = torch.nn.Embedding(V, D)
-            self.mix = BLA(D, num_heads=2, head_dim=16, slots=8, period=8.0)
-            self.head = torch.nn.Linear(D, V)
-
-        def forward(self, tok):
-            x = self.emb(tok)
-            y, _ = self.mix(x, output_state=False)
-            return self.head(x + y)
-
-    model = Model()
-    opt = torch.optim.Adam(model.parameters(), lr=3e-2)
-    g = torch.Generator().manual_seed(0)
-    losses = []
-    for _ in range(20):
-        tok = torch.randint(0, V, (8, 24), generator=g)
-        logits = model(tok)
-        loss = torch.nn.functional.cross_entropy(logits[:, 1:].reshape(-1, V), tok[:, :-1].reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    model = TinyModel(8, 32, 1, num_heads=2, head_dim=16, slots=8, period=8.0)
+    losses = train_previous_token(model, model, steps=20, batch=8, seqlen=24, lr=3e-2)
     assert all(math.isfinite(x) for x in losses)
     assert sum(losses[-3:]) / 3 < 0.8 * sum(losses[:3]) / 3, losses
