@@ -87,8 +87,21 @@ fsattn_status bla_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dim
                                  const float *q, const float *k, const float *v, const float *state_k_in,
                                  const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv;
+  const size_t T = size_t(dims->seqlen), N = size_t(dims->num_seqs), nk = size_t(p->slots * Dk * H),
+               nv = size_t(p->slots * Dv * H);
   VarlenMemory mem;
-  if (const fsattn_status st = varlen_memory("fsattn_bla_forward", exec, &mem); st != FSATTN_OK) return st;
+  const fsattn_status st = varlen_memory("fsattn_bla_forward", exec,
+                                         {{"q", q, T * H * Dk},
+                                          {"k", k, T * H * Dk},
+                                          {"v", v, T * H * Dv},
+                                          {"p->log_gamma", p->log_gamma, size_t(H)},
+                                          {"state_k_in", state_k_in, N * nk},
+                                          {"state_v_in", state_v_in, N * nv},
+                                          {"o", o, T * H * Dv},
+                                          {"state_k_out", state_k_out, N * nk},
+                                          {"state_v_out", state_v_out, N * nv}},
+                                         &mem);
+  if (st != FSATTN_OK) return st;
   return forward_by_sequence(
       mem, dims, size_t(p->slots * Dk * H), size_t(p->slots * Dv * H), size_t(dims->seqlen * H * Dv), state_k_in,
       state_v_in, o, state_k_out, state_v_out,
@@ -143,8 +156,26 @@ fsattn_status bla_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
                                   const float *d_state_v_out, float *dq, float *dk, float *dv, float *d_log_gamma,
                                   float *d_state_k_in, float *d_state_v_in) {
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen;
+  const size_t N = size_t(dims->num_seqs), nk = size_t(p->slots * Dk * H), nv = size_t(p->slots * Dv * H);
   VarlenMemory mem;
-  if (const fsattn_status st = varlen_memory("fsattn_bla_backward", exec, &mem); st != FSATTN_OK) return st;
+  const fsattn_status st = varlen_memory("fsattn_bla_backward", exec,
+                                         {{"q", q, size_t(T * H * Dk)},
+                                          {"k", k, size_t(T * H * Dk)},
+                                          {"v", v, size_t(T * H * Dv)},
+                                          {"p->log_gamma", p->log_gamma, size_t(H)},
+                                          {"state_k_in", state_k_in, N * nk},
+                                          {"state_v_in", state_v_in, N * nv},
+                                          {"d_o", d_o, size_t(T * H * Dv)},
+                                          {"d_state_k_out", d_state_k_out, N * nk},
+                                          {"d_state_v_out", d_state_v_out, N * nv},
+                                          {"dq", dq, size_t(T * H * Dk)},
+                                          {"dk", dk, size_t(T * H * Dk)},
+                                          {"dv", dv, size_t(T * H * Dv)},
+                                          {"d_log_gamma", d_log_gamma, size_t(H)},
+                                          {"d_state_k_in", d_state_k_in, N * nk},
+                                          {"d_state_v_in", d_state_v_in, N * nv}},
+                                         &mem);
+  if (st != FSATTN_OK) return st;
   VarlenBackward b{size_t(p->slots * Dk * H),
                    size_t(p->slots * Dv * H),
                    state_k_in,

@@ -60,14 +60,39 @@ fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
                           const float *k, const float *v, const float *state_k_in, const float *state_v_in, float *o,
                           float *state_k_out, float *state_v_out);
 
+// The nine parameters, or their gradients (the same names and shapes), appended to `out` as
+// a variable-length call's buffers.
+template <typename Params>
+void add_param_buffers(std::vector<VarlenBuffer> &out, const Params &x, const char *const (&names)[9], int64_t H,
+                       int64_t Dk, int64_t Dv, int64_t M) {
+  const float *ptrs[9] = {x.gk, x.bk, x.gv, x.bv, x.log_dt, x.A_re_log, x.A_im, x.B, x.C};
+  const int64_t sizes[9] = {H * Dk, H * Dk, H * Dv, H * Dv, H, H * M, H * M, 2 * H * M, 2 * H * M * M};
+  for (int i = 0; i < 9; ++i) out.push_back({names[i], ptrs[i], size_t(sizes[i])});
+}
+const char *const kParamNames[9] = {"p->gk",       "p->bk",   "p->gv", "p->bv", "p->log_dt",
+                                    "p->A_re_log", "p->A_im", "p->B",  "p->C"};
+const char *const kGradNames[9] = {"dp->gk",       "dp->bk",   "dp->gv", "dp->bv", "dp->log_dt",
+                                   "dp->A_re_log", "dp->A_im", "dp->B",  "dp->C"};
+
 // Each sequence of a variable-length batch as a dense call (varlen.h). If one fails, every
 // output is NaN and states updated in place are restored.
 fsattn_status ida_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
                                  const float *q, const float *k, const float *v, const float *state_k_in,
                                  const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;
+  const size_t T = size_t(dims->seqlen), N = size_t(dims->num_seqs), nk = size_t(2 * M * Dk * H),
+               nv = size_t(2 * M * Dv * H);
+  std::vector<VarlenBuffer> buffers{{"q", q, T * H * Dk},
+                                    {"k", k, T * H * Dk},
+                                    {"v", v, T * H * Dv},
+                                    {"state_k_in", state_k_in, N * nk},
+                                    {"state_v_in", state_v_in, N * nv},
+                                    {"o", o, T * H * Dv},
+                                    {"state_k_out", state_k_out, N * nk},
+                                    {"state_v_out", state_v_out, N * nv}};
+  add_param_buffers(buffers, *p, kParamNames, H, Dk, Dv, M);
   VarlenMemory mem;
-  if (const fsattn_status st = varlen_memory("fsattn_ida_forward", exec, &mem); st != FSATTN_OK) return st;
+  if (const fsattn_status st = varlen_memory("fsattn_ida_forward", exec, buffers, &mem); st != FSATTN_OK) return st;
   return forward_by_sequence(
       mem, dims, size_t(2 * M * Dk * H), size_t(2 * M * Dv * H), size_t(dims->seqlen * H * Dv), state_k_in, state_v_in,
       o, state_k_out, state_v_out,
@@ -124,8 +149,25 @@ fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen, M = p->modes;
   const fsattn_ida_grads none = FSATTN_IDA_GRADS_INIT;
   const fsattn_ida_grads &want = dp != nullptr ? *dp : none;
+  const size_t N = size_t(dims->num_seqs), nk = size_t(2 * M * Dk * H), nv = size_t(2 * M * Dv * H);
+  const size_t nq = size_t(T * H * Dk), no = size_t(T * H * Dv);
+  std::vector<VarlenBuffer> buffers{{"q", q, nq},
+                                    {"k", k, nq},
+                                    {"v", v, no},
+                                    {"state_k_in", state_k_in, N * nk},
+                                    {"state_v_in", state_v_in, N * nv},
+                                    {"d_o", d_o, no},
+                                    {"d_state_k_out", d_state_k_out, N * nk},
+                                    {"d_state_v_out", d_state_v_out, N * nv},
+                                    {"dq", dq, nq},
+                                    {"dk", dk, nq},
+                                    {"dv", dv, no},
+                                    {"d_state_k_in", d_state_k_in, N * nk},
+                                    {"d_state_v_in", d_state_v_in, N * nv}};
+  add_param_buffers(buffers, *p, kParamNames, H, Dk, Dv, M);
+  add_param_buffers(buffers, want, kGradNames, H, Dk, Dv, M);
   VarlenMemory mem;
-  if (const fsattn_status st = varlen_memory("fsattn_ida_backward", exec, &mem); st != FSATTN_OK) return st;
+  if (const fsattn_status st = varlen_memory("fsattn_ida_backward", exec, buffers, &mem); st != FSATTN_OK) return st;
   VarlenBackward b{size_t(2 * M * Dk * H),
                    size_t(2 * M * Dv * H),
                    state_k_in,

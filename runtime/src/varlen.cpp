@@ -47,17 +47,24 @@ fsattn_dims sequence_dims(const fsattn_dims *dims, int64_t len) {
   return d;
 }
 
-fsattn_status varlen_memory(const char *function, const fsattn_exec *exec, VarlenMemory *mem) {
+fsattn_status varlen_memory(const char *function, const fsattn_exec *exec, const std::vector<VarlenBuffer> &buffers,
+                            VarlenMemory *mem) {
   mem->exec = exec;
   if (exec->device != FSATTN_DEVICE_CUDA) return FSATTN_OK;
 #ifdef FSATTN_HAS_CUDA
   CudaTarget t;
   if (const fsattn_status st = cuda_target(function, exec->stream, &t); st != FSATTN_OK) return st;
+  std::vector<DeviceRange> ranges;
+  for (const VarlenBuffer &b : buffers) {
+    if (b.ptr != nullptr) ranges.push_back({b.name, b.ptr, b.floats * sizeof(float)});
+  }
+  if (const fsattn_status st = check_device_memory(t, function, ranges); st != FSATTN_OK) return st;
   mem->cuda = true;
   mem->context = t.context;
   mem->stream = t.stream;
   return FSATTN_OK;
 #else
+  (void)buffers;
   return fail(FSATTN_ERROR_UNSUPPORTED, std::string(function) + ": this build has no CUDA kernels");
 #endif
 }

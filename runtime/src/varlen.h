@@ -27,8 +27,18 @@ struct VarlenMemory {
   void *context = nullptr, *stream = nullptr;  // the CUDA call's (CudaTarget)
   const fsattn_exec *exec = nullptr;
 };
+// One of a variable-length call's buffers, whole: `floats` floats from `ptr` (NULL: none).
+struct VarlenBuffer {
+  const char *name;
+  const void *ptr;
+  size_t floats;
+};
 // The memory of a variable-length call on exec's device (FSATTN_ERROR_DEVICE without a GPU).
-fsattn_status varlen_memory(const char *function, const fsattn_exec *exec, VarlenMemory *mem);
+// On CUDA every buffer of the call is checked first, whole, as a dense call checks its
+// own: the per-sequence calls check only their slices, and an empty sequence's states are
+// copied or zeroed with no call at all.
+fsattn_status varlen_memory(const char *function, const fsattn_exec *exec, const std::vector<VarlenBuffer> &buffers,
+                            VarlenMemory *mem);
 
 // Sequence `s`'s slice of a per-sequence tensor of `n` floats each (NULL stays NULL).
 template <typename T>

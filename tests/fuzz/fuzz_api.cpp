@@ -54,10 +54,18 @@ constexpr float kSentinel = 1234.5f;
 
 bool g_cuda = false;         // FSATTN_FUZZ_DEVICE=cuda: the calls on CUDA, over device memory
 bool g_bad_pointer = false;  // this input passed a pointer that the call must refuse
+std::string g_bad_detail;    // which, for the report of a failed check
+int g_call = -1;             // which function this input calls (LLVMFuzzerTestOneInput)
 
-void check(bool ok) {
-  if (!ok) __builtin_trap();
+// A broken contract: which check, and the library's last message, then a trap (the input
+// is the finding).
+void check_at(bool ok, int line) {
+  if (ok) return;
+  std::fprintf(stderr, "fsattn-fuzz: call %d, the check at fuzz_api.cpp:%d failed; last error: %s; bad pointers: %s\n",
+               g_call, line, fsattn_last_error(), g_bad_detail.empty() ? "none" : g_bad_detail.c_str());
+  __builtin_trap();
 }
+#define check(ok) check_at((ok), __LINE__)
 
 // A size: usually small and valid, sometimes zero, negative, just past a limit, or huge.
 int64_t fuzz_size(FuzzedDataProvider &in, int64_t limit) {
@@ -138,6 +146,7 @@ Buffer buffer(FuzzedDataProvider &in, int64_t n, bool fill) {
     if (pass < 2 && !b.null) {
       b.pass = pass == 0 ? Buffer::kHost : Buffer::kPastTheEnd;
       g_bad_pointer = true;
+      g_bad_detail += (pass == 0 ? "host, " : "past the end, ") + std::to_string(b.data.size()) + " floats; ";
     }
   }
   return b;
@@ -519,7 +528,9 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FuzzedDataProvider in(data, size);
   g_bad_pointer = false;
-  switch (in.ConsumeIntegralInRange<int>(0, 7)) {
+  g_bad_detail.clear();
+  g_call = in.ConsumeIntegralInRange<int>(0, 7);
+  switch (g_call) {
     case 0: fuzz_ida_forward(in); break;
     case 1: fuzz_bla_forward(in); break;
     case 2: fuzz_bla_interpolate(in); break;

@@ -482,6 +482,38 @@ TEST(CudaVarlen, BlaMatchesTheCpu) {
   }
 }
 
+// Every buffer of a variable-length CUDA call is checked whole before any work: the states of
+// the empty last sequence (copied with no call of its own) and d log γ (copied from the one
+// sequence's gradient) were not, and a host pointer there went unnoticed.
+TEST(CudaVarlen, BuffersAreCheckedWhole) {
+  FSATTN_REQUIRE_GPU();
+  const BlaCase c = make_bla_case({kSeqs, kT, 2, 8, 6, 4, 13.5, 9}, 100, 61, 0.9, true);
+  const size_t nk = 2 * 9 * 8, nv = 2 * 9 * 6, n = size_t(kT) * 2;
+  DeviceArena a;
+  float *q = a.up(std::vector<float>(c.q.f.begin(), c.q.f.begin() + n * 8)),
+        *k = a.up(std::vector<float>(c.k.f.begin(), c.k.f.begin() + n * 8)),
+        *v = a.up(std::vector<float>(c.v.f.begin(), c.v.f.begin() + n * 6));
+  const std::vector<int64_t> cu = {0, 40, kT, kT};  // the last of three sequences empty
+  float *o = a.out(n * 6), *sko = a.out(3 * nk), *short_svo = a.out(2 * nv);
+  float *dq = a.out(n * 8), *dk = a.out(n * 8), *dv = a.out(n * 6), *d_o = a.up(std::vector<float>(n * 6, 0.5f));
+  fsattn_bla_params p = c.params();
+  p.log_gamma = a.up(c.log_gamma);
+  const fsattn_dims dims{sizeof(fsattn_dims), 1, kT, 2, 8, 6, cu.data(), 3};
+  const fsattn_exec exec = cuda_exec();
+  EXPECT_EQ(FSATTN_ERROR_INVALID_ARGUMENT,
+            fsattn_bla_forward(&exec, &dims, &p, q, k, v, nullptr, nullptr, o, sko, short_svo));
+  EXPECT_NE(std::string(fsattn_last_error()).find("state_v_out"), std::string::npos) << fsattn_last_error();
+  std::vector<float> host_dlg(2, 7.0f);
+  EXPECT_EQ(FSATTN_ERROR_INVALID_ARGUMENT,
+            fsattn_bla_backward(&exec, &dims, &p, q, k, v, nullptr, nullptr, d_o, nullptr, nullptr, dq, dk, dv,
+                                host_dlg.data(), nullptr, nullptr));
+  EXPECT_NE(std::string(fsattn_last_error()).find("d_log_gamma"), std::string::npos) << fsattn_last_error();
+  EXPECT_EQ(host_dlg, std::vector<float>(2, 7.0f));
+  for (float *out : {o, sko, short_svo, dq, dk, dv}) {
+    for (float x : a.down(out)) ASSERT_TRUE(std::isnan(x)) << "a refused call wrote an output";
+  }
+}
+
 TEST(CudaVarlen, IdaMatchesTheCpu) {
   FSATTN_REQUIRE_GPU();
   const IdaCase c = make_ida_case({kSeqs, kT, 2, 8, 6, 5}, 71, true);
