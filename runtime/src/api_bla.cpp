@@ -103,8 +103,7 @@ fsattn_status bla_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dim
                                          &mem);
   if (st != FSATTN_OK) return st;
   return forward_by_sequence(
-      mem, dims, size_t(p->slots * Dk * H), size_t(p->slots * Dv * H), size_t(dims->seqlen * H * Dv), state_k_in,
-      state_v_in, o, state_k_out, state_v_out,
+      mem, dims, nk, nv, T * H * Dv, state_k_in, state_v_in, o, state_k_out, state_v_out,
       [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, float *sko, float *svo) {
         return bla_forward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
                            o + s.first * H * Dv, sko, svo);
@@ -157,34 +156,35 @@ fsattn_status bla_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
                                   float *d_state_k_in, float *d_state_v_in) {
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen;
   const size_t N = size_t(dims->num_seqs), nk = size_t(p->slots * Dk * H), nv = size_t(p->slots * Dv * H);
+  const size_t nq = size_t(T * H * Dk), no = size_t(T * H * Dv);
   VarlenMemory mem;
   const fsattn_status st = varlen_memory("fsattn_bla_backward", exec,
-                                         {{"q", q, size_t(T * H * Dk)},
-                                          {"k", k, size_t(T * H * Dk)},
-                                          {"v", v, size_t(T * H * Dv)},
+                                         {{"q", q, nq},
+                                          {"k", k, nq},
+                                          {"v", v, no},
                                           {"p->log_gamma", p->log_gamma, size_t(H)},
                                           {"state_k_in", state_k_in, N * nk},
                                           {"state_v_in", state_v_in, N * nv},
-                                          {"d_o", d_o, size_t(T * H * Dv)},
+                                          {"d_o", d_o, no},
                                           {"d_state_k_out", d_state_k_out, N * nk},
                                           {"d_state_v_out", d_state_v_out, N * nv},
-                                          {"dq", dq, size_t(T * H * Dk)},
-                                          {"dk", dk, size_t(T * H * Dk)},
-                                          {"dv", dv, size_t(T * H * Dv)},
+                                          {"dq", dq, nq},
+                                          {"dk", dk, nq},
+                                          {"dv", dv, no},
                                           {"d_log_gamma", d_log_gamma, size_t(H)},
                                           {"d_state_k_in", d_state_k_in, N * nk},
                                           {"d_state_v_in", d_state_v_in, N * nv}},
                                          &mem);
   if (st != FSATTN_OK) return st;
-  VarlenBackward b{size_t(p->slots * Dk * H),
-                   size_t(p->slots * Dv * H),
+  VarlenBackward b{nk,
+                   nv,
                    state_k_in,
                    state_v_in,
                    d_state_k_out,
                    d_state_v_out,
                    d_state_k_in,
                    d_state_v_in,
-                   {{dq, size_t(T * H * Dk)}, {dk, size_t(T * H * Dk)}, {dv, size_t(T * H * Dv)}},
+                   {{dq, nq}, {dk, nq}, {dv, no}},
                    {SummedGradient(mem, d_log_gamma, size_t(H))}};
   return backward_by_sequence(mem, "fsattn_bla_backward", dims, b,
                               [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi,

@@ -94,8 +94,7 @@ fsattn_status ida_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dim
   VarlenMemory mem;
   if (const fsattn_status st = varlen_memory("fsattn_ida_forward", exec, buffers, &mem); st != FSATTN_OK) return st;
   return forward_by_sequence(
-      mem, dims, size_t(2 * M * Dk * H), size_t(2 * M * Dv * H), size_t(dims->seqlen * H * Dv), state_k_in, state_v_in,
-      o, state_k_out, state_v_out,
+      mem, dims, nk, nv, T * H * Dv, state_k_in, state_v_in, o, state_k_out, state_v_out,
       [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, float *sko, float *svo) {
         return ida_forward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
                            o + s.first * H * Dv, sko, svo);
@@ -168,15 +167,15 @@ fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
   add_param_buffers(buffers, want, kGradNames, H, Dk, Dv, M);
   VarlenMemory mem;
   if (const fsattn_status st = varlen_memory("fsattn_ida_backward", exec, buffers, &mem); st != FSATTN_OK) return st;
-  VarlenBackward b{size_t(2 * M * Dk * H),
-                   size_t(2 * M * Dv * H),
+  VarlenBackward b{nk,
+                   nv,
                    state_k_in,
                    state_v_in,
                    d_state_k_out,
                    d_state_v_out,
                    d_state_k_in,
                    d_state_v_in,
-                   {{dq, size_t(T * H * Dk)}, {dk, size_t(T * H * Dk)}, {dv, size_t(T * H * Dv)}},
+                   {{dq, nq}, {dk, nq}, {dv, no}},
                    {SummedGradient(mem, want.gk, size_t(H * Dk)), SummedGradient(mem, want.bk, size_t(H * Dk)),
                     SummedGradient(mem, want.gv, size_t(H * Dv)), SummedGradient(mem, want.bv, size_t(H * Dv)),
                     SummedGradient(mem, want.log_dt, size_t(H)), SummedGradient(mem, want.A_re_log, size_t(H * M)),
