@@ -95,7 +95,7 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
     d_log_gamma.set_estimates({{0, H}});
     d_state_k_in.set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
     d_state_v_in.set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
-    if (auto_schedule) {
+    if (using_autoscheduler()) {
       narrow_autoscheduler_beam();
       return;
     }

@@ -84,7 +84,7 @@ class BlaForwardGenerator : public Generator<BlaForwardGenerator>, public ScanGe
     o.set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
     state_k_out.set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
     state_v_out.set_estimates({{0, D}, {0, S}, {0, H}, {0, B}});
-    if (auto_schedule) {
+    if (using_autoscheduler()) {
       narrow_autoscheduler_beam();
       return;
     }

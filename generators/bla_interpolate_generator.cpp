@@ -32,7 +32,7 @@ class BlaInterpolateGenerator : public Generator<BlaInterpolateGenerator>, publi
     period.set_estimate(256.0);
     modes.set_estimate(31);
     out.set_estimates({{0, D}, {0, N}, {0, H}, {0, B}});
-    if (auto_schedule) return;
+    if (using_autoscheduler()) return;
     if (get_target().has_feature(Target::CUDA)) {
       schedule_bla_interpolate_cuda(stages, knobs(get_target(), KnobScope::ALL));
       return;

@@ -134,7 +134,7 @@ class IdaBackwardGenerator : public Generator<IdaBackwardGenerator>, public Scan
     d_c_mix.set_estimates({{0, 2}, {0, M}, {0, M}, {0, H}});
     d_state_k_in.set_estimates({{0, 2}, {0, D}, {0, M}, {0, H}, {0, B}});
     d_state_v_in.set_estimates({{0, 2}, {0, D}, {0, M}, {0, H}, {0, B}});
-    if (auto_schedule) {
+    if (using_autoscheduler()) {
       narrow_autoscheduler_beam();
       return;
     }

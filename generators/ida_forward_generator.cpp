@@ -95,7 +95,7 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator>, public ScanGe
     o.set_estimates({{0, D}, {0, H}, {0, T}, {0, B}});
     state_k_out.set_estimates({{0, 2}, {0, D}, {0, M}, {0, H}, {0, B}});
     state_v_out.set_estimates({{0, 2}, {0, D}, {0, M}, {0, H}, {0, B}});
-    if (auto_schedule) {
+    if (using_autoscheduler()) {
       narrow_autoscheduler_beam();
       return;
     }

@@ -11,7 +11,7 @@ endif ()
 foreach (step configure build run)
   if (step STREQUAL "configure")
     set(cmd ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumers/fetchcontent -B ${WORK_DIR} -G Ninja
-            -DFSATTN_SOURCE=${SOURCE_DIR} -DFSATTN_TAG=${tag})
+            -DFSATTN_SOURCE=${SOURCE_DIR} -DFSATTN_TAG=${tag} -DHalide_DIR=${HALIDE_DIR})
   elseif (step STREQUAL "build")
     set(cmd ${CMAKE_COMMAND} --build ${WORK_DIR})
   else ()

@@ -10,6 +10,7 @@
 # (FSATTN_VARIANTS=all), so that each is checked against the reference.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export PATH="$PWD/.deps/bin:$PATH"  # CMake 3.28+ and Halide 21 (.ci/install-deps.sh)
 # Formatting first (seconds): every C, C++ and CUDA source as .clang-format says.
 if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
   git ls-files -z '*.c' '*.cpp' '*.cu' '*.h' | xargs -0 clang-format-14 --dry-run --Werror
