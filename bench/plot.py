@@ -92,7 +92,7 @@ def baselines(rows, out):
         x, ticks, labels = 0, [], []
         for op, variants in ops.items():
             for v, ms in variants.items():
-                auto = re.search("adams|mullapudi|li2018", v) is not None
+                auto = re.search("adams|mullapudi|li2018|anderson2021", v) is not None
                 bar = ax.bar(x, ms, color="tab:orange" if auto else "tab:blue")
                 ax.bar_label(bar, labels=[f"{ms:.3g}"], fontsize=7, padding=2)
                 ticks.append(x)

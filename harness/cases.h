@@ -320,8 +320,10 @@ inline ref::BlaGrads reference_bla_backward(const BlaCase &c, const BlaUpstream 
 // Autoscheduled variants are benchmark baselines: they assume shapes near the estimates they
 // were tuned for (sizes that are multiples of the vector width) and may refuse others.
 inline bool is_baseline(const std::string &variant) {
-  return variant.find("adams2019") != std::string::npos || variant.find("mullapudi2016") != std::string::npos ||
-         variant.find("li2018") != std::string::npos;
+  for (const char *autoscheduler : {"adams2019", "mullapudi2016", "li2018", "anderson2021"}) {
+    if (variant.find(autoscheduler) != std::string::npos) return true;
+  }
+  return false;
 }
 
 enum class Schedules { kAll, kHand, kBaselines };

@@ -52,10 +52,9 @@ bool gpu_available(std::string *why) {
 constexpr int64_t kMaxElements = 1 << 14;  // per buffer: keeps each input fast
 constexpr float kSentinel = 1234.5f;
 
-bool g_cuda = false;         // FSATTN_FUZZ_DEVICE=cuda: the calls on CUDA, over device memory
-bool g_bad_pointer = false;  // this input passed a pointer that the call must refuse
-std::string g_bad_detail;    // which, for the report of a failed check
-int g_call = -1;             // which function this input calls (LLVMFuzzerTestOneInput)
+bool g_cuda = false;       // FSATTN_FUZZ_DEVICE=cuda: the calls on CUDA, over device memory
+std::string g_bad_detail;  // the bad pointers the call was passed, for the report of a failed check
+int g_call = -1;           // which function this input calls (LLVMFuzzerTestOneInput)
 
 // A broken contract: which check, and the library's last message, then a trap (the input
 // is the finding).
@@ -115,7 +114,8 @@ int64_t count(std::initializer_list<int64_t> extents) {
 
 // A buffer the library may read: `n` fuzzed values, or one element when the call must be
 // refused before reading (n < 0), or NULL when the fuzzer says so. In CUDA mode the values
-// live in device memory too, and ptr() is a device pointer (or a bad one, g_bad_pointer).
+// live in device memory too, and ptr() is a device pointer (or a bad one, which the call
+// must refuse if it is passed: check_call).
 struct Buffer {
   std::vector<float> data;
   bool null = false;
@@ -126,6 +126,7 @@ struct Buffer {
     if (!g_cuda || pass == kHost) return data.data();
     return device->ptr() + (pass == kPastTheEnd ? 1 : 0);
   }
+  bool bad() const { return g_cuda && !null && pass != kDevice; }
   // CUDA mode: the device values back into `data` (what the call may have written).
   void download() {
     if (!g_cuda || pass == kHost) return;
@@ -143,11 +144,7 @@ Buffer buffer(FuzzedDataProvider &in, int64_t n, bool fill) {
   if (g_cuda) {
     b.device = std::make_shared<DeviceCopy>(b.data);
     const int pass = in.ConsumeIntegralInRange<int>(0, 63);
-    if (pass < 2 && !b.null) {
-      b.pass = pass == 0 ? Buffer::kHost : Buffer::kPastTheEnd;
-      g_bad_pointer = true;
-      g_bad_detail += (pass == 0 ? "host, " : "past the end, ") + std::to_string(b.data.size()) + " floats; ";
-    }
+    if (pass < 2) b.pass = pass == 0 ? Buffer::kHost : Buffer::kPastTheEnd;
   }
   return b;
 }
@@ -186,13 +183,29 @@ fsattn_exec fuzz_exec(FuzzedDataProvider &in, fsattn_op op) {
   return e;
 }
 
-// After a call: a known status, a message on failure, nothing written when refused. `states`
-// (updated in place) are downloaded for the caller to compare.
-void check_call(fsattn_status st, bool must_refuse, std::initializer_list<Buffer *> outputs,
-                std::initializer_list<Buffer *> states = {}) {
+using Buffers = std::vector<Buffer *>;
+Buffers operator+(Buffers a, const Buffers &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// After a call given the buffers `inputs`, `outputs` and `states` (updated in place): a known
+// status, a message on failure, nothing written when refused. A call must be refused when
+// it is invalid or when a bad pointer is among those passed (not those of a struct passed as
+// NULL). The states are downloaded for the caller to compare.
+void check_call(fsattn_status st, bool must_refuse, const Buffers &inputs, const Buffers &outputs,
+                const Buffers &states = {}) {
   check(st == FSATTN_OK || st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED ||
         st == FSATTN_ERROR_DEVICE || st == FSATTN_ERROR_INTERNAL || st == FSATTN_ERROR_OUT_OF_MEMORY);
-  if (must_refuse || g_bad_pointer) check(st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED);
+  g_bad_detail.clear();
+  const Buffers passed = inputs + outputs + states;
+  for (size_t i = 0; i < passed.size(); ++i) {
+    if (!passed[i]->bad()) continue;
+    g_bad_detail += "buffer " + std::to_string(i) + (passed[i]->pass == Buffer::kHost ? " host, " : " past the end, ") +
+                    std::to_string(passed[i]->data.size()) + " floats; ";
+  }
+  if (must_refuse || !g_bad_detail.empty())
+    check(st == FSATTN_ERROR_INVALID_ARGUMENT || st == FSATTN_ERROR_UNSUPPORTED);
   for (Buffer *b : outputs) b->download();
   for (Buffer *b : states) b->download();
   if (st != FSATTN_OK) check(fsattn_last_error()[0] != '\0');
@@ -256,6 +269,11 @@ struct IdaCall {
   Buffer q, k, v, gk, bk, gv, bv, log_dt, are, aim, Bm, C, sk, sv;
   fsattn_ida_params p;
   bool null_p;
+  // What the call reads besides the states: the parameters only when p is passed.
+  Buffers inputs() {
+    if (null_p) return {&q, &k, &v};
+    return {&q, &k, &v, &gk, &bk, &gv, &bv, &log_dt, &are, &aim, &Bm, &C};
+  }
 };
 // NULL when the call is valid but too large to allocate here.
 std::unique_ptr<IdaCall> fuzz_ida_call(FuzzedDataProvider &in, fsattn_op op) {
@@ -300,7 +318,7 @@ void fuzz_ida_forward(FuzzedDataProvider &in) {
   Buffer o = output(in, c->n * c->nv), sko = output(in, c->n * c->nsk), svo = output(in, c->n * c->nsv);
   fsattn_status st = fsattn_ida_forward(&c->exec, &c->dm.d, c->null_p ? nullptr : &c->p, c->q.ptr(), c->k.ptr(),
                                         c->v.ptr(), c->sk.ptr(), c->sv.ptr(), o.ptr(), sko.ptr(), svo.ptr());
-  check_call(st, !c->valid, {&o, &sko, &svo});
+  check_call(st, !c->valid, c->inputs() + Buffers{&c->sk, &c->sv}, {&o, &sko, &svo});
 }
 
 void fuzz_ida_backward(FuzzedDataProvider &in) {
@@ -329,7 +347,9 @@ void fuzz_ida_backward(FuzzedDataProvider &in) {
   fsattn_status st = fsattn_ida_backward(&c->exec, &d, c->null_p ? nullptr : &c->p, c->q.ptr(), c->k.ptr(), c->v.ptr(),
                                          c->sk.ptr(), c->sv.ptr(), d_o.ptr(), dsko.ptr(), dsvo.ptr(), dq.ptr(),
                                          dk.ptr(), dv.ptr(), null_dp ? nullptr : &dp, dski.ptr(), dsvi.ptr());
-  check_call(st, !c->valid, {&dq, &dk, &dv, &dgk, &dbk, &dgv, &dbv, &dldt, &dare, &daim, &dB, &dC, &dski, &dsvi});
+  const Buffers grads = null_dp ? Buffers{} : Buffers{&dgk, &dbk, &dgv, &dbv, &dldt, &dare, &daim, &dB, &dC};
+  check_call(st, !c->valid, c->inputs() + Buffers{&c->sk, &c->sv, &d_o, &dsko, &dsvo},
+             Buffers{&dq, &dk, &dv, &dski, &dsvi} + grads);
 }
 
 // A step updates its states in place: a refused call must leave them as they were.
@@ -341,7 +361,7 @@ void fuzz_ida_step(FuzzedDataProvider &in) {
   Buffer o = output(in, c->n * c->nv);
   fsattn_status st = fsattn_ida_step(&c->exec, &c->dm.d, c->null_p ? nullptr : &c->p, c->q.ptr(), c->k.ptr(),
                                      c->v.ptr(), c->sk.ptr(), c->sv.ptr(), o.ptr());
-  check_call(st, !valid, {&o}, {&c->sk, &c->sv});
+  check_call(st, !valid, c->inputs(), {&o}, {&c->sk, &c->sv});
   if (st != FSATTN_OK) check(bits_equal(c->sk.data, sk0) && bits_equal(c->sv.data, sv0));
 }
 
@@ -381,7 +401,7 @@ void fuzz_bla_forward(FuzzedDataProvider &in) {
   c.p.log_gamma = log_gamma.ptr();
   fsattn_status st = fsattn_bla_forward(&c.exec, &c.dm.d, &c.p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(), o.ptr(),
                                         sko.ptr(), svo.ptr());
-  check_call(st, !c.valid, {&o, &sko, &svo});
+  check_call(st, !c.valid, {&q, &k, &v, &log_gamma, &sk, &sv}, {&o, &sko, &svo});
 }
 
 void fuzz_bla_backward(FuzzedDataProvider &in) {
@@ -397,7 +417,7 @@ void fuzz_bla_backward(FuzzedDataProvider &in) {
   fsattn_status st =
       fsattn_bla_backward(&c.exec, &c.dm.d, &c.p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(), d_o.ptr(), dsko.ptr(),
                           dsvo.ptr(), dq.ptr(), dk.ptr(), dv.ptr(), dlg.ptr(), dski.ptr(), dsvi.ptr());
-  check_call(st, !c.valid, {&dq, &dk, &dv, &dlg, &dski, &dsvi});
+  check_call(st, !c.valid, {&q, &k, &v, &log_gamma, &sk, &sv, &d_o, &dsko, &dsvo}, {&dq, &dk, &dv, &dlg, &dski, &dsvi});
 }
 
 void fuzz_bla_step(FuzzedDataProvider &in) {
@@ -411,7 +431,7 @@ void fuzz_bla_step(FuzzedDataProvider &in) {
   const std::vector<float> sk0 = sk.data, sv0 = sv.data;
   c.p.log_gamma = log_gamma.ptr();
   fsattn_status st = fsattn_bla_step(&c.exec, &c.dm.d, &c.p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(), o.ptr());
-  check_call(st, !valid, {&o}, {&sk, &sv});
+  check_call(st, !valid, {&q, &k, &v, &log_gamma}, {&o}, {&sk, &sv});
   if (st != FSATTN_OK) check(bits_equal(sk.data, sk0) && bits_equal(sv.data, sv0));
 }
 
@@ -435,7 +455,7 @@ void fuzz_bla_interpolate(FuzzedDataProvider &in) {
   Buffer state = input(in, valid ? ns : -1), out = output(in, valid ? no : -1);
   fsattn_status st = fsattn_bla_interpolate(&exec, B, H, D, M, W, S, position, null_lags ? nullptr : lags.data(), N,
                                             state.ptr(), out.ptr());
-  check_call(st, !valid, {&out});
+  check_call(st, !valid, {&state}, {&out});
 }
 
 // A tuning file: arbitrary bytes, or a well-formed file with fuzzed fields. Loading it either
@@ -508,7 +528,7 @@ void fuzz_others(FuzzedDataProvider &in) {
     default: fuzz_tuning(in); return;
   }
   check(st != FSATTN_OK);
-  check_call(st, true, {});
+  check_call(st, true, {}, {});
   for (float e : sink) check(e == kSentinel);
 }
 
@@ -527,7 +547,6 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FuzzedDataProvider in(data, size);
-  g_bad_pointer = false;
   g_bad_detail.clear();
   g_call = in.ConsumeIntegralInRange<int>(0, 7);
   switch (g_call) {
