@@ -1,5 +1,6 @@
 // Generator `bla_backward`: the gradients of the BLA forward pass (docs/spec.md §2). Algorithm in
 // bla_backward.cpp, schedules in schedules/.
+#include "baseline_shape.h"
 #include "bla_backward.h"
 #include "scan_generator_params.h"
 #include "schedules/cpu.h"
@@ -36,7 +37,8 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
   Output<Buffer<float>> d_state_v_in{"d_state_v_in", 4};  // [B,H,S,Dv] as (r, m, h, b)
 
   // The benchmark shape: estimates for the autoschedulers, fixed sizes for the baselines.
-  static constexpr int kB = 2, kT = 2048, kH = 4, kD = 64, kS = 64, kM = 31;
+  static constexpr int kB = baseline::kB, kT = baseline::kT, kH = baseline::kH, kD = baseline::kD,
+                       kS = baseline::kFeatures, kM = baseline::kBlaModes;
 
   void generate() {
     Expr num_slots = slots;
@@ -63,13 +65,6 @@ class BlaBackwardGenerator : public Generator<BlaBackwardGenerator>, public Scan
     BlaBackwardInputs in{fwd, d_o, BoundaryConditions::repeat_edge(d_state_k_out),
                          BoundaryConditions::repeat_edge(d_state_v_out)};
     stages = bla_backward_algorithm(in, chunk, masking(get_target()));
-    if (baseline) {
-      const Vars &x = vars();
-      Func checked("dq_checked");
-      checked(x.r, x.h, x.t, x.b) =
-          require(slots == kS, stages.dq(x.r, x.h, x.t, x.b), "this baseline kernel was compiled for slots =", kS);
-      stages.dq = checked;
-    }
     dq = stages.dq;
     dk = stages.dk;
     dv = stages.dv;

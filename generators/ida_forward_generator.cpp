@@ -1,5 +1,6 @@
 // Generator `ida_forward`: the IDA forward pass (docs/spec.md §1). Algorithm in ida_forward.cpp,
 // schedules in schedules/.
+#include "baseline_shape.h"
 #include "ida_forward.h"
 #include "scan_generator_params.h"
 #include "schedules/cpu.h"
@@ -34,7 +35,8 @@ class IdaForwardGenerator : public Generator<IdaForwardGenerator>, public ScanGe
   Output<Buffer<float>> state_v_out{"state_v_out", 5};  // [B,H,M,Dv,2] as (ri, r, m, h, b)
 
   // The benchmark shape: estimates for the autoschedulers, fixed sizes for the baselines.
-  static constexpr int kB = 2, kT = 2048, kH = 4, kD = 64, kM = 64;
+  static constexpr int kB = baseline::kB, kT = baseline::kT, kH = baseline::kH, kD = baseline::kD,
+                       kM = baseline::kFeatures;
 
   void generate() {
     if (baseline) {

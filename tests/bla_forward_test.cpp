@@ -40,6 +40,18 @@ TEST(BlaForwardBaselines, MatchReference) {
   }
 }
 
+// At other sizes the runtime refuses them, before a kernel runs: 63 slots, then 3 heads.
+TEST(BlaForwardBaselines, RefuseOtherSizes) {
+  if (!has_baselines(FSATTN_DEVICE_CPU)) GTEST_SKIP() << kNoBaselines;
+  for (const ref::BlaShape &s : {ref::BlaShape{1, 64, 4, 64, 64, 31, 256.0, 63}, ref::BlaShape{1, 64, 3, 64, 64, 31, 256.0, 64}}) {
+    const BlaCase c = make_bla_case(s, 0, 5, 0.9, false);
+    for (const std::string &v : cpu_variants(FSATTN_OP_BLA_FORWARD, Schedules::kBaselines)) {
+      EXPECT_EQ(run_bla_forward(c, v.c_str()).status, FSATTN_ERROR_UNSUPPORTED) << v;
+      EXPECT_NE(std::string(fsattn_last_error()).find("autoscheduled baseline"), std::string::npos) << v;
+    }
+  }
+}
+
 // Every chunk length gives the same result, up to float32 rounding.
 TEST(BlaForwardProperties, ChunkLengthInvariance) {
   BlaCase c = make_bla_case({2, 300, 2, 16, 8, 7, 50.5, 15}, 9, 91, 0.9, true);

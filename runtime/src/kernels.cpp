@@ -1,3 +1,4 @@
+#include "generators/baseline_shape.h"
 #include "kernels.h"
 
 #include "status.h"
@@ -132,6 +133,16 @@ const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device devi
     if (!kernel_runs_here(k)) {
       *status = fail(FSATTN_ERROR_UNSUPPORTED, std::string(function) + ": variant " + k.variant + " was compiled for " +
                                                    k.metadata()->target + ", which this CPU cannot run");
+      return nullptr;
+    }
+    if (std::strcmp(k.schedule, "hand") != 0 &&
+        (shape.heads != baseline::kH || shape.dk != baseline::kD || shape.dv != baseline::kD ||
+         shape.features != baseline::kFeatures)) {
+      *status = fail(FSATTN_ERROR_UNSUPPORTED, std::string(function) + ": variant " + k.variant +
+                                                   " is an autoscheduled baseline, compiled for heads = " +
+                                                   std::to_string(baseline::kH) + ", dk = dv = " +
+                                                   std::to_string(baseline::kD) + " and " +
+                                                   std::to_string(baseline::kFeatures) + " modes or slots only");
       return nullptr;
     }
     return &k;

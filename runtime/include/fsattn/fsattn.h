@@ -226,10 +226,10 @@ void fsattn_set_workspace_limit(size_t bytes);
  * Each kernel is compiled in several schedule variants (chunk length, autoscheduled
  * baselines, ...). They compute the same function; exec->variant picks one by name.
  * Variants named after an autoscheduler (adams2019, mullapudi2016, li2018, anderson2021) are
- * benchmark baselines: the CPU ones compiled for the build machine's CPU (another may refuse them with
- * FSATTN_ERROR_UNSUPPORTED) and for the benchmark's sizes only (heads = 4, dk = dv = 64;
- * IDA modes = 64; BLA slots = 64); other sizes fail with FSATTN_ERROR_INTERNAL and Halide's
- * message. The hand-scheduled variants serve every valid shape. */
+ * benchmark baselines, built for the benchmark's sizes only (heads = 4, dk = dv = 64; IDA
+ * modes = 64; BLA slots = 64): a call with other sizes is refused with
+ * FSATTN_ERROR_UNSUPPORTED, as is a CPU baseline on a CPU that lacks the build machine's
+ * features. The hand-scheduled variants serve every valid shape. */
 typedef enum {
   FSATTN_OP_IDA_FORWARD = 0,
   FSATTN_OP_IDA_BACKWARD = 1,
