@@ -43,7 +43,8 @@ TEST(BlaForwardBaselines, MatchReference) {
 // At other sizes the runtime refuses them, before a kernel runs: 63 slots, then 3 heads.
 TEST(BlaForwardBaselines, RefuseOtherSizes) {
   if (!has_baselines(FSATTN_DEVICE_CPU)) GTEST_SKIP() << kNoBaselines;
-  for (const ref::BlaShape &s : {ref::BlaShape{1, 64, 4, 64, 64, 31, 256.0, 63}, ref::BlaShape{1, 64, 3, 64, 64, 31, 256.0, 64}}) {
+  for (const ref::BlaShape &s :
+       {ref::BlaShape{1, 64, 4, 64, 64, 31, 256.0, 63}, ref::BlaShape{1, 64, 3, 64, 64, 31, 256.0, 64}}) {
     const BlaCase c = make_bla_case(s, 0, 5, 0.9, false);
     for (const std::string &v : cpu_variants(FSATTN_OP_BLA_FORWARD, Schedules::kBaselines)) {
       EXPECT_EQ(run_bla_forward(c, v.c_str()).status, FSATTN_ERROR_UNSUPPORTED) << v;

@@ -1,6 +1,6 @@
-#include "generators/baseline_shape.h"
 #include "kernels.h"
 
+#include "generators/baseline_shape.h"
 #include "status.h"
 #include "tuning.h"
 #include "validate.h"
@@ -135,14 +135,13 @@ const Kernel *find_kernel(const char *function, fsattn_op op, fsattn_device devi
                                                    k.metadata()->target + ", which this CPU cannot run");
       return nullptr;
     }
-    if (std::strcmp(k.schedule, "hand") != 0 &&
-        (shape.heads != baseline::kH || shape.dk != baseline::kD || shape.dv != baseline::kD ||
-         shape.features != baseline::kFeatures)) {
-      *status = fail(FSATTN_ERROR_UNSUPPORTED, std::string(function) + ": variant " + k.variant +
-                                                   " is an autoscheduled baseline, compiled for heads = " +
-                                                   std::to_string(baseline::kH) + ", dk = dv = " +
-                                                   std::to_string(baseline::kD) + " and " +
-                                                   std::to_string(baseline::kFeatures) + " modes or slots only");
+    if (std::strcmp(k.schedule, "hand") != 0 && (shape.heads != baseline::kH || shape.dk != baseline::kD ||
+                                                 shape.dv != baseline::kD || shape.features != baseline::kFeatures)) {
+      *status = fail(FSATTN_ERROR_UNSUPPORTED,
+                     std::string(function) + ": variant " + k.variant +
+                         " is an autoscheduled baseline, compiled for heads = " + std::to_string(baseline::kH) +
+                         ", dk = dv = " + std::to_string(baseline::kD) + " and " + std::to_string(baseline::kFeatures) +
+                         " modes or slots only");
       return nullptr;
     }
     return &k;
