@@ -10,7 +10,7 @@
 
 namespace fsattn {
 
-// Halide 14's own budget: 64 registers a thread.
+// Halide's own budget: 64 registers a thread.
 constexpr int kDefaultMaxRegisters = 64;
 
 // Where a CUDA kernel runs: the context current on the calling thread (else the primary
