@@ -89,19 +89,11 @@ fsattn_status bla_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dim
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv;
   const size_t T = size_t(dims->seqlen), N = size_t(dims->num_seqs), nk = size_t(p->slots * Dk * H),
                nv = size_t(p->slots * Dv * H);
+  std::vector<VarlenBuffer> buffers = forward_buffers({T, size_t(H), size_t(Dk), size_t(Dv), N, nk, nv}, q, k, v,
+                                                      state_k_in, state_v_in, o, state_k_out, state_v_out);
+  buffers.push_back({"p->log_gamma", p->log_gamma, size_t(H)});
   VarlenMemory mem;
-  const fsattn_status st = varlen_memory("fsattn_bla_forward", exec,
-                                         {{"q", q, T * H * Dk},
-                                          {"k", k, T * H * Dk},
-                                          {"v", v, T * H * Dv},
-                                          {"p->log_gamma", p->log_gamma, size_t(H)},
-                                          {"state_k_in", state_k_in, N * nk},
-                                          {"state_v_in", state_v_in, N * nv},
-                                          {"o", o, T * H * Dv},
-                                          {"state_k_out", state_k_out, N * nk},
-                                          {"state_v_out", state_v_out, N * nv}},
-                                         &mem);
-  if (st != FSATTN_OK) return st;
+  if (const fsattn_status st = varlen_memory("fsattn_bla_forward", exec, buffers, &mem); st != FSATTN_OK) return st;
   return forward_by_sequence(
       mem, dims, nk, nv, T * H * Dv, state_k_in, state_v_in, o, state_k_out, state_v_out,
       [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, float *sko, float *svo) {
@@ -157,25 +149,13 @@ fsattn_status bla_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen;
   const size_t N = size_t(dims->num_seqs), nk = size_t(p->slots * Dk * H), nv = size_t(p->slots * Dv * H);
   const size_t nq = size_t(T * H * Dk), no = size_t(T * H * Dv);
+  std::vector<VarlenBuffer> buffers =
+      backward_buffers({size_t(T), size_t(H), size_t(Dk), size_t(Dv), N, nk, nv}, q, k, v, state_k_in, state_v_in, d_o,
+                       d_state_k_out, d_state_v_out, dq, dk, dv, d_state_k_in, d_state_v_in);
+  buffers.push_back({"p->log_gamma", p->log_gamma, size_t(H)});
+  buffers.push_back({"d_log_gamma", d_log_gamma, size_t(H)});
   VarlenMemory mem;
-  const fsattn_status st = varlen_memory("fsattn_bla_backward", exec,
-                                         {{"q", q, nq},
-                                          {"k", k, nq},
-                                          {"v", v, no},
-                                          {"p->log_gamma", p->log_gamma, size_t(H)},
-                                          {"state_k_in", state_k_in, N * nk},
-                                          {"state_v_in", state_v_in, N * nv},
-                                          {"d_o", d_o, no},
-                                          {"d_state_k_out", d_state_k_out, N * nk},
-                                          {"d_state_v_out", d_state_v_out, N * nv},
-                                          {"dq", dq, nq},
-                                          {"dk", dk, nq},
-                                          {"dv", dv, no},
-                                          {"d_log_gamma", d_log_gamma, size_t(H)},
-                                          {"d_state_k_in", d_state_k_in, N * nk},
-                                          {"d_state_v_in", d_state_v_in, N * nv}},
-                                         &mem);
-  if (st != FSATTN_OK) return st;
+  if (const fsattn_status st = varlen_memory("fsattn_bla_backward", exec, buffers, &mem); st != FSATTN_OK) return st;
   VarlenBackward b{nk,
                    nv,
                    state_k_in,

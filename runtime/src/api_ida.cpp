@@ -82,14 +82,8 @@ fsattn_status ida_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dim
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;
   const size_t T = size_t(dims->seqlen), N = size_t(dims->num_seqs), nk = size_t(2 * M * Dk * H),
                nv = size_t(2 * M * Dv * H);
-  std::vector<VarlenBuffer> buffers{{"q", q, T * H * Dk},
-                                    {"k", k, T * H * Dk},
-                                    {"v", v, T * H * Dv},
-                                    {"state_k_in", state_k_in, N * nk},
-                                    {"state_v_in", state_v_in, N * nv},
-                                    {"o", o, T * H * Dv},
-                                    {"state_k_out", state_k_out, N * nk},
-                                    {"state_v_out", state_v_out, N * nv}};
+  std::vector<VarlenBuffer> buffers = forward_buffers({T, size_t(H), size_t(Dk), size_t(Dv), N, nk, nv}, q, k, v,
+                                                      state_k_in, state_v_in, o, state_k_out, state_v_out);
   add_param_buffers(buffers, *p, kParamNames, H, Dk, Dv, M);
   VarlenMemory mem;
   if (const fsattn_status st = varlen_memory("fsattn_ida_forward", exec, buffers, &mem); st != FSATTN_OK) return st;
@@ -150,19 +144,9 @@ fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
   const fsattn_ida_grads &want = dp != nullptr ? *dp : none;
   const size_t N = size_t(dims->num_seqs), nk = size_t(2 * M * Dk * H), nv = size_t(2 * M * Dv * H);
   const size_t nq = size_t(T * H * Dk), no = size_t(T * H * Dv);
-  std::vector<VarlenBuffer> buffers{{"q", q, nq},
-                                    {"k", k, nq},
-                                    {"v", v, no},
-                                    {"state_k_in", state_k_in, N * nk},
-                                    {"state_v_in", state_v_in, N * nv},
-                                    {"d_o", d_o, no},
-                                    {"d_state_k_out", d_state_k_out, N * nk},
-                                    {"d_state_v_out", d_state_v_out, N * nv},
-                                    {"dq", dq, nq},
-                                    {"dk", dk, nq},
-                                    {"dv", dv, no},
-                                    {"d_state_k_in", d_state_k_in, N * nk},
-                                    {"d_state_v_in", d_state_v_in, N * nv}};
+  std::vector<VarlenBuffer> buffers =
+      backward_buffers({size_t(T), size_t(H), size_t(Dk), size_t(Dv), N, nk, nv}, q, k, v, state_k_in, state_v_in, d_o,
+                       d_state_k_out, d_state_v_out, dq, dk, dv, d_state_k_in, d_state_v_in);
   add_param_buffers(buffers, *p, kParamNames, H, Dk, Dv, M);
   add_param_buffers(buffers, want, kGradNames, H, Dk, Dv, M);
   VarlenMemory mem;

@@ -47,6 +47,41 @@ fsattn_dims sequence_dims(const fsattn_dims *dims, int64_t len) {
   return d;
 }
 
+std::vector<VarlenBuffer> forward_buffers(const VarlenSizes &z, const float *q, const float *k, const float *v,
+                                          const float *state_k_in, const float *state_v_in, const float *o,
+                                          const float *state_k_out, const float *state_v_out) {
+  const size_t nq = z.T * z.H * z.Dk, no = z.T * z.H * z.Dv, sk = z.N * z.nk, sv = z.N * z.nv;
+  return {{"q", q, nq},
+          {"k", k, nq},
+          {"v", v, no},
+          {"state_k_in", state_k_in, sk},
+          {"state_v_in", state_v_in, sv},
+          {"o", o, no},
+          {"state_k_out", state_k_out, sk},
+          {"state_v_out", state_v_out, sv}};
+}
+
+std::vector<VarlenBuffer> backward_buffers(const VarlenSizes &z, const float *q, const float *k, const float *v,
+                                           const float *state_k_in, const float *state_v_in, const float *d_o,
+                                           const float *d_state_k_out, const float *d_state_v_out, const float *dq,
+                                           const float *dk, const float *dv, const float *d_state_k_in,
+                                           const float *d_state_v_in) {
+  const size_t nq = z.T * z.H * z.Dk, no = z.T * z.H * z.Dv, sk = z.N * z.nk, sv = z.N * z.nv;
+  return {{"q", q, nq},
+          {"k", k, nq},
+          {"v", v, no},
+          {"state_k_in", state_k_in, sk},
+          {"state_v_in", state_v_in, sv},
+          {"d_o", d_o, no},
+          {"d_state_k_out", d_state_k_out, sk},
+          {"d_state_v_out", d_state_v_out, sv},
+          {"dq", dq, nq},
+          {"dk", dk, nq},
+          {"dv", dv, no},
+          {"d_state_k_in", d_state_k_in, sk},
+          {"d_state_v_in", d_state_v_in, sv}};
+}
+
 fsattn_status varlen_memory(const char *function, const fsattn_exec *exec, const std::vector<VarlenBuffer> &buffers,
                             VarlenMemory *mem) {
   mem->exec = exec;

@@ -33,6 +33,21 @@ struct VarlenBuffer {
   const void *ptr;
   size_t floats;
 };
+// The sizes both mixers' buffers take: tokens [T, H, Dk or Dv], states `nk` or `nv` floats per
+// sequence, N sequences.
+struct VarlenSizes {
+  size_t T, H, Dk, Dv, N, nk, nv;
+};
+// The buffers a forward pass of either mixer reads and writes, besides its parameters.
+std::vector<VarlenBuffer> forward_buffers(const VarlenSizes &z, const float *q, const float *k, const float *v,
+                                          const float *state_k_in, const float *state_v_in, const float *o,
+                                          const float *state_k_out, const float *state_v_out);
+// The same for a backward pass, besides its parameters and their gradients.
+std::vector<VarlenBuffer> backward_buffers(const VarlenSizes &z, const float *q, const float *k, const float *v,
+                                           const float *state_k_in, const float *state_v_in, const float *d_o,
+                                           const float *d_state_k_out, const float *d_state_v_out, const float *dq,
+                                           const float *dk, const float *dv, const float *d_state_k_in,
+                                           const float *d_state_v_in);
 // The memory of a variable-length call on exec's device (FSATTN_ERROR_DEVICE without a GPU).
 // On CUDA every buffer of the call is checked first, whole, as a dense call checks its
 // own: the per-sequence calls check only their slices, and an empty sequence's states are
