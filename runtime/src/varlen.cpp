@@ -47,18 +47,26 @@ fsattn_dims sequence_dims(const fsattn_dims *dims, int64_t len) {
   return d;
 }
 
+namespace {
+// What both passes read: the tokens and the initial states.
+std::vector<VarlenBuffer> input_buffers(const VarlenSizes &z, const float *q, const float *k, const float *v,
+                                        const float *state_k_in, const float *state_v_in) {
+  return {{"q", q, z.T * z.H * z.Dk},
+          {"k", k, z.T * z.H * z.Dk},
+          {"v", v, z.T * z.H * z.Dv},
+          {"state_k_in", state_k_in, z.N * z.nk},
+          {"state_v_in", state_v_in, z.N * z.nv}};
+}
+}  // namespace
+
 std::vector<VarlenBuffer> forward_buffers(const VarlenSizes &z, const float *q, const float *k, const float *v,
                                           const float *state_k_in, const float *state_v_in, const float *o,
                                           const float *state_k_out, const float *state_v_out) {
-  const size_t nq = z.T * z.H * z.Dk, no = z.T * z.H * z.Dv, sk = z.N * z.nk, sv = z.N * z.nv;
-  return {{"q", q, nq},
-          {"k", k, nq},
-          {"v", v, no},
-          {"state_k_in", state_k_in, sk},
-          {"state_v_in", state_v_in, sv},
-          {"o", o, no},
-          {"state_k_out", state_k_out, sk},
-          {"state_v_out", state_v_out, sv}};
+  std::vector<VarlenBuffer> b = input_buffers(z, q, k, v, state_k_in, state_v_in);
+  b.insert(
+      b.end(),
+      {{"o", o, z.T * z.H * z.Dv}, {"state_k_out", state_k_out, z.N * z.nk}, {"state_v_out", state_v_out, z.N * z.nv}});
+  return b;
 }
 
 std::vector<VarlenBuffer> backward_buffers(const VarlenSizes &z, const float *q, const float *k, const float *v,
@@ -66,20 +74,17 @@ std::vector<VarlenBuffer> backward_buffers(const VarlenSizes &z, const float *q,
                                            const float *d_state_k_out, const float *d_state_v_out, const float *dq,
                                            const float *dk, const float *dv, const float *d_state_k_in,
                                            const float *d_state_v_in) {
+  std::vector<VarlenBuffer> b = input_buffers(z, q, k, v, state_k_in, state_v_in);
   const size_t nq = z.T * z.H * z.Dk, no = z.T * z.H * z.Dv, sk = z.N * z.nk, sv = z.N * z.nv;
-  return {{"q", q, nq},
-          {"k", k, nq},
-          {"v", v, no},
-          {"state_k_in", state_k_in, sk},
-          {"state_v_in", state_v_in, sv},
-          {"d_o", d_o, no},
-          {"d_state_k_out", d_state_k_out, sk},
-          {"d_state_v_out", d_state_v_out, sv},
-          {"dq", dq, nq},
-          {"dk", dk, nq},
-          {"dv", dv, no},
-          {"d_state_k_in", d_state_k_in, sk},
-          {"d_state_v_in", d_state_v_in, sv}};
+  b.insert(b.end(), {{"d_o", d_o, no},
+                     {"d_state_k_out", d_state_k_out, sk},
+                     {"d_state_v_out", d_state_v_out, sv},
+                     {"dq", dq, nq},
+                     {"dk", dk, nq},
+                     {"dv", dv, no},
+                     {"d_state_k_in", d_state_k_in, sk},
+                     {"d_state_v_in", d_state_v_in, sv}});
+  return b;
 }
 
 fsattn_status varlen_memory(const char *function, const fsattn_exec *exec, const std::vector<VarlenBuffer> &buffers,
