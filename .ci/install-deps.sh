@@ -29,7 +29,7 @@ halide_version=21.0.0
 cmake_version=3.31.6
 deps="$(cd "$(dirname "$0")/.." && pwd)/.deps"
 [ -x "$deps/bin/pip" ] || /usr/bin/python3 -m venv "$deps"
-if ! "$deps/bin/pip" list --format=freeze 2>/dev/null | grep -qx "halide==$halide_version" ||
-   ! "$deps/bin/pip" list --format=freeze 2>/dev/null | grep -qx "cmake==$cmake_version"; then
+installed=$("$deps/bin/pip" list --format=freeze 2>/dev/null)
+if ! grep -qx "halide==$halide_version" <<< "$installed" || ! grep -qx "cmake==$cmake_version" <<< "$installed"; then
   "$deps/bin/pip" install -q --disable-pip-version-check "halide==$halide_version" "cmake==$cmake_version"
 fi
