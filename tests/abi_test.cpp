@@ -35,6 +35,7 @@ struct DimsNext {
   int64_t batch, seqlen, heads, dk, dv;
   const int64_t *cu_seqlens;
   int64_t num_seqs;
+  const fsattn_layout *layout;
   int64_t added;
 };
 struct BlaParamsNext {
@@ -104,7 +105,7 @@ TEST(Abi, NewerCallersStructsWithZeroNewFieldsWork) {
   const fsattn_dims d = c.dims();
   const fsattn_bla_params p = c.params();
   ExecNext exec{sizeof(ExecNext), FSATTN_DEVICE_CPU, nullptr, nullptr, 0};
-  DimsNext dims{sizeof(DimsNext), d.batch, d.seqlen, d.heads, d.dk, d.dv, nullptr, 0, 0};
+  DimsNext dims{sizeof(DimsNext), d.batch, d.seqlen, d.heads, d.dk, d.dv, nullptr, 0, nullptr, 0};
   BlaParamsNext params{sizeof(BlaParamsNext), p.modes, p.period, p.slots, p.scale, p.pos0, p.log_gamma, 0};
   const size_t n_o = want.o.size(), n_sk = want.state_k.size(), n_sv = want.state_v.size();
   auto call = [&](std::vector<float> *o, std::vector<float> *sk, std::vector<float> *sv) {

@@ -29,6 +29,11 @@ struct FirstRelease<fsattn_dims> {
   static constexpr const char *name = "fsattn_dims";
 };
 template <>
+struct FirstRelease<fsattn_layout> {  // added in 1.1
+  static constexpr size_t size = 200;
+  static constexpr const char *name = "fsattn_layout";
+};
+template <>
 struct FirstRelease<fsattn_ida_params> {
   static constexpr size_t size = 96;
   static constexpr const char *name = "fsattn_ida_params";
@@ -47,7 +52,8 @@ struct FirstRelease<fsattn_bla_params> {
 // No padding at the end of a struct, so that the bytes past an older library's struct are
 // fields of a newer one, never padding a caller may leave uninitialised.
 static_assert(offsetof(fsattn_exec, variant) + sizeof(void *) == sizeof(fsattn_exec), "no tail padding");
-static_assert(offsetof(fsattn_dims, num_seqs) + sizeof(int64_t) == sizeof(fsattn_dims), "no tail padding");
+static_assert(offsetof(fsattn_dims, layout) + sizeof(void *) == sizeof(fsattn_dims), "no tail padding");
+static_assert(offsetof(fsattn_layout, dv) + sizeof(fsattn_strides) == sizeof(fsattn_layout), "no tail padding");
 static_assert(offsetof(fsattn_ida_params, C) + sizeof(void *) == sizeof(fsattn_ida_params), "no tail padding");
 static_assert(offsetof(fsattn_ida_grads, C) + sizeof(void *) == sizeof(fsattn_ida_grads), "no tail padding");
 static_assert(offsetof(fsattn_bla_params, log_gamma) + sizeof(void *) == sizeof(fsattn_bla_params), "no tail padding");
@@ -110,14 +116,18 @@ class StructReader {
 
 // The structs a mixer's entry point takes (exec, dims, its parameters), read in turn; read()
 // points the caller's pointers at the copies.
+// dims->layout, when given, is read the same way and dims points at the copy.
 template <typename Params>
 struct CallStructs {
   fsattn_exec exec;
   fsattn_dims dims;
+  fsattn_layout layout;
   Params params;
   fsattn_status read(const char *function, const fsattn_exec *&e, const fsattn_dims *&d, const Params *&p) {
     StructReader in(function);
-    e = in.read("exec", e, &exec), d = in.read("dims", d, &dims), p = in.read("p", p, &params);
+    e = in.read("exec", e, &exec), d = in.read("dims", d, &dims);
+    if (d != nullptr && dims.layout != nullptr) dims.layout = in.read("dims->layout", dims.layout, &layout);
+    p = in.read("p", p, &params);
     return in.status();
   }
 };

@@ -2,6 +2,7 @@
 #include "abi.h"
 #include "calls.h"
 #include "kernels.h"
+#include "layout.h"
 #include "status.h"
 #include "tuning.h"
 #include "validate.h"
@@ -86,19 +87,19 @@ fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
 fsattn_status bla_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
                                  const float *q, const float *k, const float *v, const float *state_k_in,
                                  const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
+  const CallLayout L(dims);
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv;
-  const size_t T = size_t(dims->seqlen), N = size_t(dims->num_seqs), nk = size_t(p->slots * Dk * H),
-               nv = size_t(p->slots * Dv * H);
-  std::vector<VarlenBuffer> buffers = forward_buffers({T, size_t(H), size_t(Dk), size_t(Dv), N, nk, nv}, q, k, v,
-                                                      state_k_in, state_v_in, o, state_k_out, state_v_out);
+  const size_t nk = size_t(p->slots * Dk * H), nv = size_t(p->slots * Dv * H);
+  std::vector<VarlenBuffer> buffers =
+      forward_buffers(VarlenSizes(dims, L, nk, nv), q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
   buffers.push_back({"p->log_gamma", p->log_gamma, size_t(H)});
   VarlenMemory mem;
   if (const fsattn_status st = varlen_memory("fsattn_bla_forward", exec, buffers, &mem); st != FSATTN_OK) return st;
   return forward_by_sequence(
-      mem, dims, nk, nv, T * H * Dv, state_k_in, state_v_in, o, state_k_out, state_v_out,
+      mem, dims, nk, nv, all_tokens(o, L.o, dims, Dv), state_k_in, state_v_in, state_k_out, state_v_out,
       [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, float *sko, float *svo) {
-        return bla_forward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
-                           o + s.first * H * Dv, sko, svo);
+        return bla_forward(exec, &d, p, tokens(q, s, L.q), tokens(k, s, L.k), tokens(v, s, L.v), ski, svi,
+                           tokens(o, s, L.o), sko, svo);
       });
 }
 
@@ -108,6 +109,9 @@ fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   Validator val("fsattn_bla_forward");
   check_bla_call(val, exec, dims, p, q, k, v);
   val.pointer("o", o);
+  if (!val.ok()) return val.status();
+  const CallLayout L(dims);
+  check_forward_activations(val, dims, L, q, k, v, o);
   if (!val.ok()) return val.status();
   if (dims->cu_seqlens != nullptr) {
     return bla_forward_varlen(exec, dims, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
@@ -124,12 +128,14 @@ fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   const BlaScalars scalars(dims, p);
   std::vector<float> copies[2];  // initial states that overlap their final states
   KernelArgs args;
-  args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
+  args.batched(activation(q, L.q, Dk, H, T, B))
+      .batched(activation(k, L.k, Dk, H, T, B))
+      .batched(activation(v, L.v, Dv, H, T, B));
   args.shared(Tensor(p->log_gamma, {H}));
   args.batched(state_input(exec->device, state_k_in, state_k_out, {Dk, S, H, B}, copies[0]));
   args.batched(state_input(exec->device, state_v_in, state_v_out, {Dv, S, H, B}, copies[1]));
   scalars.add_to(args);
-  args.output(Tensor(o, {Dv, H, T, B}));
+  args.output(activation(o, L.o, Dv, H, T, B));
   args.output(state_output(state_k_out, {Dk, S, H, B}), restore_of(copies[0]));
   args.output(state_output(state_v_out, {Dv, S, H, B}), restore_of(copies[1]));
   return args.run(*kernel, B, exec);
@@ -146,12 +152,12 @@ fsattn_status bla_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
                                   const float *state_v_in, const float *d_o, const float *d_state_k_out,
                                   const float *d_state_v_out, float *dq, float *dk, float *dv, float *d_log_gamma,
                                   float *d_state_k_in, float *d_state_v_in) {
-  const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen;
-  const size_t N = size_t(dims->num_seqs), nk = size_t(p->slots * Dk * H), nv = size_t(p->slots * Dv * H);
-  const size_t nq = size_t(T * H * Dk), no = size_t(T * H * Dv);
+  const CallLayout L(dims);
+  const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv;
+  const size_t nk = size_t(p->slots * Dk * H), nv = size_t(p->slots * Dv * H);
   std::vector<VarlenBuffer> buffers =
-      backward_buffers({size_t(T), size_t(H), size_t(Dk), size_t(Dv), N, nk, nv}, q, k, v, state_k_in, state_v_in, d_o,
-                       d_state_k_out, d_state_v_out, dq, dk, dv, d_state_k_in, d_state_v_in);
+      backward_buffers(VarlenSizes(dims, L, nk, nv), q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out,
+                       dq, dk, dv, d_state_k_in, d_state_v_in);
   buffers.push_back({"p->log_gamma", p->log_gamma, size_t(H)});
   buffers.push_back({"d_log_gamma", d_log_gamma, size_t(H)});
   VarlenMemory mem;
@@ -164,14 +170,14 @@ fsattn_status bla_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
                    d_state_v_out,
                    d_state_k_in,
                    d_state_v_in,
-                   {{dq, nq}, {dk, nq}, {dv, no}},
+                   {all_tokens(dq, L.dq, dims, Dk), all_tokens(dk, L.dk, dims, Dk), all_tokens(dv, L.dv, dims, Dv)},
                    {SummedGradient(mem, d_log_gamma, size_t(H))}};
   return backward_by_sequence(mem, "fsattn_bla_backward", dims, b,
                               [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi,
                                   const float *dsk, const float *dsv, float *dski, float *dsvi) {
-                                return bla_backward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk,
-                                                    v + s.first * H * Dv, ski, svi, d_o + s.first * H * Dv, dsk, dsv,
-                                                    dq + s.first * H * Dk, dk + s.first * H * Dk, dv + s.first * H * Dv,
+                                return bla_backward(exec, &d, p, tokens(q, s, L.q), tokens(k, s, L.k),
+                                                    tokens(v, s, L.v), ski, svi, tokens(d_o, s, L.d_o), dsk, dsv,
+                                                    tokens(dq, s, L.dq), tokens(dk, s, L.dk), tokens(dv, s, L.dv),
                                                     b.params[0].part_data(), dski, dsvi);
                               });
 }
@@ -183,6 +189,9 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   Validator val("fsattn_bla_backward");
   check_bla_call(val, exec, dims, p, q, k, v);
   val.pointer("d_o", d_o).pointer("dq", dq).pointer("dk", dk).pointer("dv", dv).pointer("d_log_gamma", d_log_gamma);
+  if (!val.ok()) return val.status();
+  const CallLayout L(dims);
+  check_backward_activations(val, dims, L, q, k, v, d_o, dq, dk, dv);
   if (!val.ok()) return val.status();
   if (dims->cu_seqlens != nullptr) {
     return bla_backward_varlen(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq,
@@ -202,15 +211,19 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   // over them are read from copies (and restored from them if the call fails).
   std::vector<float> state_copies[2], seed_copies[2];
   KernelArgs args;
-  args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
+  args.batched(activation(q, L.q, Dk, H, T, B))
+      .batched(activation(k, L.k, Dk, H, T, B))
+      .batched(activation(v, L.v, Dv, H, T, B));
   args.shared(Tensor(p->log_gamma, {H}));
   args.batched(state_input(exec->device, state_k_in, d_state_k_in, {Dk, S, H, B}, state_copies[0]));
   args.batched(state_input(exec->device, state_v_in, d_state_v_in, {Dv, S, H, B}, state_copies[1]));
-  args.batched(Tensor(d_o, {Dv, H, T, B}));
+  args.batched(activation(d_o, L.d_o, Dv, H, T, B));
   args.batched(state_input(exec->device, d_state_k_out, d_state_k_in, {Dk, S, H, B}, seed_copies[0]));
   args.batched(state_input(exec->device, d_state_v_out, d_state_v_in, {Dv, S, H, B}, seed_copies[1]));
   scalars.add_to(args);
-  args.output(Tensor(dq, {Dk, H, T, B})).output(Tensor(dk, {Dk, H, T, B})).output(Tensor(dv, {Dv, H, T, B}));
+  args.output(activation(dq, L.dq, Dk, H, T, B))
+      .output(activation(dk, L.dk, Dk, H, T, B))
+      .output(activation(dv, L.dv, Dv, H, T, B));
   args.summed(Tensor(d_log_gamma, {H}));
   args.output(state_output(d_state_k_in, {Dk, S, H, B}), restore_of(seed_copies[0], state_copies[0]));
   args.output(state_output(d_state_v_in, {Dv, S, H, B}), restore_of(seed_copies[1], state_copies[1]));
@@ -224,6 +237,9 @@ fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   check_one_token(val, dims);
   val.pointer("state_k", state_k).pointer("state_v", state_v).pointer("o", o);
   if (!val.ok()) return val.status();
+  const CallLayout L(dims);
+  check_forward_activations(val, dims, L, q, k, v, o);
+  if (!val.ok()) return val.status();
 
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_bla_step", FSATTN_OP_BLA_STEP, exec->device, exec->variant,
@@ -236,11 +252,13 @@ fsattn_status bla_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   // The kernel reads the old states for o, then writes the new ones in place (step.h).
   const Tensor sk(state_k, {Dk, S, H, B}), sv(state_v, {Dv, S, H, B});
   KernelArgs args;
-  args.batched(Tensor(q, {Dk, H, 1, B})).batched(Tensor(k, {Dk, H, 1, B})).batched(Tensor(v, {Dv, H, 1, B}));
+  args.batched(activation(q, L.q, Dk, H, 1, B))
+      .batched(activation(k, L.k, Dk, H, 1, B))
+      .batched(activation(v, L.v, Dv, H, 1, B));
   args.shared(Tensor(p->log_gamma, {H}));
   args.batched(sk).batched(sv);
   scalars.add_to(args);
-  args.output(Tensor(o, {Dv, H, 1, B}));
+  args.output(activation(o, L.o, Dv, H, 1, B));
   args.in_place(sk).in_place(sv);
   return args.run(*kernel, B, exec);
 }

@@ -2,6 +2,7 @@
 #include "abi.h"
 #include "calls.h"
 #include "kernels.h"
+#include "layout.h"
 #include "status.h"
 #include "tuning.h"
 #include "validate.h"
@@ -79,19 +80,19 @@ const char *const kGradNames[9] = {"dp->gk",       "dp->bk",   "dp->gv", "dp->bv
 fsattn_status ida_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
                                  const float *q, const float *k, const float *v, const float *state_k_in,
                                  const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
+  const CallLayout L(dims);
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;
-  const size_t T = size_t(dims->seqlen), N = size_t(dims->num_seqs), nk = size_t(2 * M * Dk * H),
-               nv = size_t(2 * M * Dv * H);
-  std::vector<VarlenBuffer> buffers = forward_buffers({T, size_t(H), size_t(Dk), size_t(Dv), N, nk, nv}, q, k, v,
-                                                      state_k_in, state_v_in, o, state_k_out, state_v_out);
+  const size_t nk = size_t(2 * M * Dk * H), nv = size_t(2 * M * Dv * H);
+  std::vector<VarlenBuffer> buffers =
+      forward_buffers(VarlenSizes(dims, L, nk, nv), q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
   add_param_buffers(buffers, *p, kParamNames, H, Dk, Dv, M);
   VarlenMemory mem;
   if (const fsattn_status st = varlen_memory("fsattn_ida_forward", exec, buffers, &mem); st != FSATTN_OK) return st;
   return forward_by_sequence(
-      mem, dims, nk, nv, T * H * Dv, state_k_in, state_v_in, o, state_k_out, state_v_out,
+      mem, dims, nk, nv, all_tokens(o, L.o, dims, Dv), state_k_in, state_v_in, state_k_out, state_v_out,
       [&](const fsattn_dims &d, const Sequence &s, const float *ski, const float *svi, float *sko, float *svo) {
-        return ida_forward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
-                           o + s.first * H * Dv, sko, svo);
+        return ida_forward(exec, &d, p, tokens(q, s, L.q), tokens(k, s, L.k), tokens(v, s, L.v), ski, svi,
+                           tokens(o, s, L.o), sko, svo);
       });
 }
 
@@ -101,6 +102,9 @@ fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   Validator val("fsattn_ida_forward");
   float eps = check_ida_call(val, exec, dims, p, q, k, v);
   val.pointer("o", o);
+  if (!val.ok()) return val.status();
+  const CallLayout L(dims);
+  check_forward_activations(val, dims, L, q, k, v, o);
   if (!val.ok()) return val.status();
   if (dims->cu_seqlens != nullptr) {
     return ida_forward_varlen(exec, dims, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
@@ -116,12 +120,14 @@ fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   const int64_t M = p->modes;
   std::vector<float> copies[2];  // initial states that overlap their final states
   KernelArgs args;
-  args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
+  args.batched(activation(q, L.q, Dk, H, T, B))
+      .batched(activation(k, L.k, Dk, H, T, B))
+      .batched(activation(v, L.v, Dv, H, T, B));
   add_ida_params(args, dims, p);
   args.batched(state_input(exec->device, state_k_in, state_k_out, {2, Dk, M, H, B}, copies[0]));
   args.batched(state_input(exec->device, state_v_in, state_v_out, {2, Dv, M, H, B}, copies[1]));
   args.scalar(&eps);
-  args.output(Tensor(o, {Dv, H, T, B}));
+  args.output(activation(o, L.o, Dv, H, T, B));
   args.output(state_output(state_k_out, {2, Dk, M, H, B}), restore_of(copies[0]));
   args.output(state_output(state_v_out, {2, Dv, M, H, B}), restore_of(copies[1]));
   return args.run(*kernel, B, exec);
@@ -139,14 +145,14 @@ fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
                                   const float *state_v_in, const float *d_o, const float *d_state_k_out,
                                   const float *d_state_v_out, float *dq, float *dk, float *dv,
                                   const fsattn_ida_grads *dp, float *d_state_k_in, float *d_state_v_in) {
-  const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, T = dims->seqlen, M = p->modes;
+  const CallLayout L(dims);
+  const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;
   const fsattn_ida_grads none = FSATTN_IDA_GRADS_INIT;
   const fsattn_ida_grads &want = dp != nullptr ? *dp : none;
-  const size_t N = size_t(dims->num_seqs), nk = size_t(2 * M * Dk * H), nv = size_t(2 * M * Dv * H);
-  const size_t nq = size_t(T * H * Dk), no = size_t(T * H * Dv);
+  const size_t nk = size_t(2 * M * Dk * H), nv = size_t(2 * M * Dv * H);
   std::vector<VarlenBuffer> buffers =
-      backward_buffers({size_t(T), size_t(H), size_t(Dk), size_t(Dv), N, nk, nv}, q, k, v, state_k_in, state_v_in, d_o,
-                       d_state_k_out, d_state_v_out, dq, dk, dv, d_state_k_in, d_state_v_in);
+      backward_buffers(VarlenSizes(dims, L, nk, nv), q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out,
+                       dq, dk, dv, d_state_k_in, d_state_v_in);
   add_param_buffers(buffers, *p, kParamNames, H, Dk, Dv, M);
   add_param_buffers(buffers, want, kGradNames, H, Dk, Dv, M);
   VarlenMemory mem;
@@ -159,7 +165,7 @@ fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
                    d_state_v_out,
                    d_state_k_in,
                    d_state_v_in,
-                   {{dq, nq}, {dk, nq}, {dv, no}},
+                   {all_tokens(dq, L.dq, dims, Dk), all_tokens(dk, L.dk, dims, Dk), all_tokens(dv, L.dv, dims, Dv)},
                    {SummedGradient(mem, want.gk, size_t(H * Dk)), SummedGradient(mem, want.bk, size_t(H * Dk)),
                     SummedGradient(mem, want.gv, size_t(H * Dv)), SummedGradient(mem, want.bv, size_t(H * Dv)),
                     SummedGradient(mem, want.log_dt, size_t(H)), SummedGradient(mem, want.A_re_log, size_t(H * M)),
@@ -173,9 +179,9 @@ fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *di
         const fsattn_ida_grads parts{sizeof(fsattn_ida_grads), g[0].part_data(), g[1].part_data(), g[2].part_data(),
                                      g[3].part_data(),         g[4].part_data(), g[5].part_data(), g[6].part_data(),
                                      g[7].part_data(),         g[8].part_data()};
-        return ida_backward(exec, &d, p, q + s.first * H * Dk, k + s.first * H * Dk, v + s.first * H * Dv, ski, svi,
-                            d_o + s.first * H * Dv, dsk, dsv, dq + s.first * H * Dk, dk + s.first * H * Dk,
-                            dv + s.first * H * Dv, &parts, dski, dsvi);
+        return ida_backward(exec, &d, p, tokens(q, s, L.q), tokens(k, s, L.k), tokens(v, s, L.v), ski, svi,
+                            tokens(d_o, s, L.d_o), dsk, dsv, tokens(dq, s, L.dq), tokens(dk, s, L.dk),
+                            tokens(dv, s, L.dv), &parts, dski, dsvi);
       });
 }
 
@@ -186,6 +192,9 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   Validator val("fsattn_ida_backward");
   float eps = check_ida_call(val, exec, dims, p, q, k, v);
   val.pointer("d_o", d_o).pointer("dq", dq).pointer("dk", dk).pointer("dv", dv);
+  if (!val.ok()) return val.status();
+  const CallLayout L(dims);
+  check_backward_activations(val, dims, L, q, k, v, d_o, dq, dk, dv);
   if (!val.ok()) return val.status();
   if (dims->cu_seqlens != nullptr) {
     return ida_backward_varlen(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq,
@@ -207,15 +216,19 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   const fsattn_ida_grads none = FSATTN_IDA_GRADS_INIT;
   const fsattn_ida_grads &g = dp != nullptr ? *dp : none;
   KernelArgs args;
-  args.batched(Tensor(q, {Dk, H, T, B})).batched(Tensor(k, {Dk, H, T, B})).batched(Tensor(v, {Dv, H, T, B}));
+  args.batched(activation(q, L.q, Dk, H, T, B))
+      .batched(activation(k, L.k, Dk, H, T, B))
+      .batched(activation(v, L.v, Dv, H, T, B));
   add_ida_params(args, dims, p);
   args.batched(state_input(exec->device, state_k_in, d_state_k_in, {2, Dk, M, H, B}, state_copies[0]));
   args.batched(state_input(exec->device, state_v_in, d_state_v_in, {2, Dv, M, H, B}, state_copies[1]));
-  args.batched(Tensor(d_o, {Dv, H, T, B}));
+  args.batched(activation(d_o, L.d_o, Dv, H, T, B));
   args.batched(state_input(exec->device, d_state_k_out, d_state_k_in, {2, Dk, M, H, B}, seed_copies[0]));
   args.batched(state_input(exec->device, d_state_v_out, d_state_v_in, {2, Dv, M, H, B}, seed_copies[1]));
   args.scalar(&eps);
-  args.output(Tensor(dq, {Dk, H, T, B})).output(Tensor(dk, {Dk, H, T, B})).output(Tensor(dv, {Dv, H, T, B}));
+  args.output(activation(dq, L.dq, Dk, H, T, B))
+      .output(activation(dk, L.dk, Dk, H, T, B))
+      .output(activation(dv, L.dv, Dv, H, T, B));
   args.summed(state_output(g.gk, {Dk, H})).summed(state_output(g.bk, {Dk, H}));
   args.summed(state_output(g.gv, {Dv, H})).summed(state_output(g.bv, {Dv, H}));
   args.summed(state_output(g.log_dt, {H}));
@@ -235,6 +248,9 @@ fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   // The CUDA kernels load and store each (re, im) pair of a state as one 8-byte vector.
   if (val.cuda()) val.aligned("state_k", state_k, 8).aligned("state_v", state_v, 8);
   if (!val.ok()) return val.status();
+  const CallLayout L(dims);
+  check_forward_activations(val, dims, L, q, k, v, o);
+  if (!val.ok()) return val.status();
 
   fsattn_status status = FSATTN_OK;
   const Kernel *kernel = find_kernel("fsattn_ida_step", FSATTN_OP_IDA_STEP, exec->device, exec->variant,
@@ -246,11 +262,13 @@ fsattn_status ida_step(const fsattn_exec *exec, const fsattn_dims *dims, const f
   // The kernel reads the old states for o, then writes the new ones in place (step.h).
   const Tensor sk(state_k, {2, Dk, M, H, B}), sv(state_v, {2, Dv, M, H, B});
   KernelArgs args;
-  args.batched(Tensor(q, {Dk, H, 1, B})).batched(Tensor(k, {Dk, H, 1, B})).batched(Tensor(v, {Dv, H, 1, B}));
+  args.batched(activation(q, L.q, Dk, H, 1, B))
+      .batched(activation(k, L.k, Dk, H, 1, B))
+      .batched(activation(v, L.v, Dv, H, 1, B));
   add_ida_params(args, dims, p);
   args.batched(sk).batched(sv);
   args.scalar(&eps);
-  args.output(Tensor(o, {Dv, H, 1, B}));
+  args.output(activation(o, L.o, Dv, H, 1, B));
   args.in_place(sk).in_place(sv);
   return args.run(*kernel, B, exec);
 }

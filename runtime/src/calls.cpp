@@ -64,6 +64,12 @@ Tensor::Tensor(const float *data, std::initializer_list<int64_t> extents)
   }
 }
 
+Tensor::Tensor(const float *data, std::initializer_list<int64_t> extents, std::initializer_list<int64_t> strides)
+    : Tensor(data, extents) {
+  int d = 0;
+  for (int64_t s : strides) strides_[d++] = s;
+}
+
 Tensor Tensor::float64(const double *data, std::initializer_list<int64_t> extents) {
   Tensor t(nullptr, extents);
   t.data_ = const_cast<double *>(data);
@@ -88,14 +94,51 @@ Tensor Tensor::scalar_sink(int dims) {
 
 void Tensor::overwrite(const float *values) {
   if (sink_ || data_ == &zero_value) return;
-  size_t n = 1;
-  for (int d = 0; d < dims_; ++d) n *= size_t(extents_[d]);
   float *p = static_cast<float *>(data_);
-  if (values != nullptr) {
-    std::copy(values, values + n, p);
-  } else {
-    std::fill(p, p + n, std::numeric_limits<float>::quiet_NaN());
+  const Rows r = rows();
+  for (int64_t outer : r.outer) {
+    for (int64_t i = 0; i < r.count; ++i) {
+      float *row = p + outer + i * r.pitch;
+      if (values != nullptr) {
+        std::copy(values, values + r.width, row);
+        values += r.width;
+      } else {
+        std::fill(row, row + r.width, std::numeric_limits<float>::quiet_NaN());
+      }
+    }
   }
+}
+
+int64_t Tensor::span() const {
+  int64_t last = 0;
+  for (int d = 0; d < dims_; ++d) last += (extents_[d] - 1) * strides_[d];
+  return last + 1;
+}
+
+Tensor::Rows Tensor::rows() const {
+  // Dimensions merged innermost first wherever one steps exactly over the one inside it.
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (extent, stride)
+  for (int d = 0; d < dims_; ++d) {
+    if (extents_[d] == 1) continue;
+    if (!dims.empty() && dims.back().second * dims.back().first == strides_[d]) {
+      dims.back().first *= extents_[d];
+    } else {
+      dims.push_back({extents_[d], strides_[d]});
+    }
+  }
+  Rows r{1, 1, 1, {0}};
+  if (dims.empty()) return r;
+  r.width = dims[0].first;  // the innermost stride is 1
+  if (dims.size() > 1) r.count = dims[1].first, r.pitch = dims[1].second;
+  for (size_t d = 2; d < dims.size(); ++d) {
+    std::vector<int64_t> next;
+    next.reserve(r.outer.size() * size_t(dims[d].first));
+    for (int64_t i = 0; i < dims[d].first; ++i) {
+      for (int64_t o : r.outer) next.push_back(o + i * dims[d].second);
+    }
+    r.outer.swap(next);
+  }
+  return r;
 }
 
 bool Tensor::is_zero() const { return data_ == &zero_value; }
@@ -134,6 +177,14 @@ void Tensor::bind() {
     dim_[d] = halide_dimension_t(0, int32_t(extents_[d]), int32_t(stride));
   }
 }
+
+#ifdef FSATTN_HAS_CUDA
+void fill_nan(const CudaTarget &t, const Tensor &tensor) {
+  const Tensor::Rows r = tensor.rows();
+  float *p = static_cast<float *>(const_cast<void *>(tensor.data()));
+  for (int64_t outer : r.outer) fill_nan(t, p + outer, size_t(r.width), size_t(r.pitch), size_t(r.count));
+}
+#endif
 
 Tensor state_input(fsattn_device device, const float *in, const float *out, std::initializer_list<int64_t> extents,
                    std::vector<float> &copy) {
@@ -191,10 +242,7 @@ void KernelArgs::poison_outputs(const void *cuda_target) {
     if (!e.is_output) continue;
 #ifdef FSATTN_HAS_CUDA
     if (cuda_target != nullptr) {
-      if (!e.tensor.is_sink()) {
-        fill_nan(*static_cast<const CudaTarget *>(cuda_target), const_cast<void *>(e.tensor.data()),
-                 size_t(e.tensor.elements()));
-      }
+      if (!e.tensor.is_sink()) fill_nan(*static_cast<const CudaTarget *>(cuda_target), e.tensor);
       continue;
     }
 #endif

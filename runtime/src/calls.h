@@ -12,25 +12,37 @@
 
 namespace fsattn {
 
-// A halide_buffer_t over caller-owned float memory, dense, dims given innermost first.
+// A halide_buffer_t over caller-owned float memory, dims given innermost first: dense, or
+// with the given element strides (the innermost 1).
 class Tensor {
  public:
   static constexpr int kMaxDims = 5;
   Tensor() = default;
   Tensor(const float *data, std::initializer_list<int64_t> extents);
+  Tensor(const float *data, std::initializer_list<int64_t> extents, std::initializer_list<int64_t> strides);
   static Tensor float64(const double *data, std::initializer_list<int64_t> extents);
   // The scalar zero, readable at any index through the kernels' clamped reads (a NULL
   // initial state), or writable as a one-element sink (a NULL final state).
   static Tensor scalar_sink(int dims);
   static Tensor zero(int dims);
 
-  // Overwrites every element (a sink is left alone): with `values`, or NaN when NULL.
+  // Overwrites every element (a sink is left alone): with `values` (dense, in index
+  // order), or NaN when NULL. Memory between strided elements is not touched.
   void overwrite(const float *values);
   int64_t elements() const;
   bool is_sink() const { return sink_; }
   bool is_zero() const;  // the shared zero of Tensor::zero
   const void *data() const { return data_; }
-  size_t bytes() const { return size_t(elements()) * (type_.bits / 8); }
+  // From data() to one past the last element.
+  size_t bytes() const { return size_t(span()) * (type_.bits / 8); }
+  int64_t span() const;
+  // The elements as `count` rows of `width` contiguous elements, `pitch` apart, repeated at
+  // `outer` offsets (dimensions merged where the strides allow: one row set when dense).
+  struct Rows {
+    int64_t width, pitch, count;
+    std::vector<int64_t> outer;
+  };
+  Rows rows() const;
   // The same shape over other memory.
   Tensor with_data(float *data) const;
 
@@ -54,6 +66,12 @@ class Tensor {
   int dims_ = 0;
   bool sink_ = false;
 };
+
+#ifdef FSATTN_HAS_CUDA
+struct CudaTarget;
+// Fills each element of a device tensor with NaN on t's stream (the outputs of a failed call).
+void fill_nan(const CudaTarget &t, const Tensor &tensor);
+#endif
 
 // An initial state (NULL: zero). On the CPU, when it overlaps the final state `out` (n
 // elements each), it is first copied into `copy`: kernels write the final state while chunks

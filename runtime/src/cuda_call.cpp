@@ -357,13 +357,21 @@ void zero_device(const CudaTarget &t, float *dst, size_t count) {
   if (scope.ok()) d->MemsetD32Async(cu::DevicePtr(reinterpret_cast<uintptr_t>(dst)), 0, count, t.stream);
 }
 
-void fill_nan(const CudaTarget &t, void *ptr, size_t count) {
+void fill_nan(const CudaTarget &t, void *ptr, size_t count) { fill_nan(t, ptr, count, count, 1); }
+
+void fill_nan(const CudaTarget &t, void *ptr, size_t width, size_t pitch, size_t rows) {
   const cu::Driver *d = cu::driver(nullptr);
   ScopedContext scope(*d, t.context);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   unsigned bits;
   std::memcpy(&bits, &nan, sizeof bits);
-  if (scope.ok()) d->MemsetD32Async(cu::DevicePtr(reinterpret_cast<uintptr_t>(ptr)), bits, count, t.stream);
+  if (!scope.ok()) return;
+  const cu::DevicePtr p = cu::DevicePtr(reinterpret_cast<uintptr_t>(ptr));
+  if (rows == 1 || pitch == width) {
+    d->MemsetD32Async(p, bits, width * rows, t.stream);
+  } else {
+    d->MemsetD2D32Async(p, pitch * sizeof(float), bits, width, rows, t.stream);
+  }
 }
 
 }  // namespace fsattn

@@ -53,8 +53,10 @@ fsattn_status check_device_memory(const CudaTarget &t, const char *function, con
 // (a NULL final state), per context, allocated on first use and kept.
 fsattn_status device_scalars(const CudaTarget &t, const char *function, void **zero, void **sink);
 
-// Fills count floats with NaN on the call's stream (the outputs of a failed call).
+// Fills count floats with NaN on the call's stream (the outputs of a failed call); or
+// `rows` rows of `width` floats, `pitch` floats apart.
 void fill_nan(const CudaTarget &t, void *ptr, size_t count);
+void fill_nan(const CudaTarget &t, void *ptr, size_t width, size_t pitch, size_t rows);
 
 // `count` floats of device scratch from the CUDA workspace, for work queued on t's stream;
 // returned with free_device_scratch once that work is queued (the workspace hands a block

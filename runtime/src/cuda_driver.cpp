@@ -46,6 +46,7 @@ Loaded load() {
   bind(lib, "cuMemAlloc_v2", d.MemAlloc, w);
   bind(lib, "cuMemFree_v2", d.MemFree, w);
   bind(lib, "cuMemsetD32Async", d.MemsetD32Async, w);
+  bind(lib, "cuMemsetD2D32Async", d.MemsetD2D32Async, w);
   bind(lib, "cuMemcpyHtoD_v2", d.MemcpyHtoD, w);
   bind(lib, "cuMemcpyDtoH_v2", d.MemcpyDtoH, w);
   bind(lib, "cuMemcpyDtoDAsync_v2", d.MemcpyDtoDAsync, w);

@@ -44,6 +44,8 @@ struct Driver {
   Result (*MemAlloc)(DevicePtr *ptr, size_t bytes);
   Result (*MemFree)(DevicePtr ptr);
   Result (*MemsetD32Async)(DevicePtr ptr, unsigned value, size_t count, Stream stream);
+  Result (*MemsetD2D32Async)(DevicePtr ptr, size_t pitch_bytes, unsigned value, size_t width, size_t height,
+                             Stream stream);
   Result (*MemcpyHtoD)(DevicePtr dst, const void *src, size_t bytes);
   Result (*MemcpyDtoH)(void *dst, DevicePtr src, size_t bytes);
   Result (*MemcpyDtoDAsync)(DevicePtr dst, DevicePtr src, size_t bytes, Stream stream);

@@ -47,13 +47,21 @@ fsattn_dims sequence_dims(const fsattn_dims *dims, int64_t len) {
   return d;
 }
 
+VarlenSizes::VarlenSizes(const fsattn_dims *dims, const CallLayout &l, size_t nk_, size_t nv_)
+    : N(size_t(dims->num_seqs)), nk(nk_), nv(nv_) {
+  const int64_t T = dims->seqlen, H = dims->heads, Dk = dims->dk, Dv = dims->dv;
+  q = size_t(span(l.q, 1, T, H, Dk)), k = size_t(span(l.k, 1, T, H, Dk)), v = size_t(span(l.v, 1, T, H, Dv));
+  o = size_t(span(l.o, 1, T, H, Dv)), d_o = size_t(span(l.d_o, 1, T, H, Dv));
+  dq = size_t(span(l.dq, 1, T, H, Dk)), dk = size_t(span(l.dk, 1, T, H, Dk)), dv = size_t(span(l.dv, 1, T, H, Dv));
+}
+
 namespace {
 // What both passes read: the tokens and the initial states.
 std::vector<VarlenBuffer> input_buffers(const VarlenSizes &z, const float *q, const float *k, const float *v,
                                         const float *state_k_in, const float *state_v_in) {
-  return {{"q", q, z.T * z.H * z.Dk},
-          {"k", k, z.T * z.H * z.Dk},
-          {"v", v, z.T * z.H * z.Dv},
+  return {{"q", q, z.q},
+          {"k", k, z.k},
+          {"v", v, z.v},
           {"state_k_in", state_k_in, z.N * z.nk},
           {"state_v_in", state_v_in, z.N * z.nv}};
 }
@@ -63,9 +71,8 @@ std::vector<VarlenBuffer> forward_buffers(const VarlenSizes &z, const float *q, 
                                           const float *state_k_in, const float *state_v_in, const float *o,
                                           const float *state_k_out, const float *state_v_out) {
   std::vector<VarlenBuffer> b = input_buffers(z, q, k, v, state_k_in, state_v_in);
-  b.insert(
-      b.end(),
-      {{"o", o, z.T * z.H * z.Dv}, {"state_k_out", state_k_out, z.N * z.nk}, {"state_v_out", state_v_out, z.N * z.nv}});
+  b.insert(b.end(),
+           {{"o", o, z.o}, {"state_k_out", state_k_out, z.N * z.nk}, {"state_v_out", state_v_out, z.N * z.nv}});
   return b;
 }
 
@@ -75,13 +82,13 @@ std::vector<VarlenBuffer> backward_buffers(const VarlenSizes &z, const float *q,
                                            const float *dk, const float *dv, const float *d_state_k_in,
                                            const float *d_state_v_in) {
   std::vector<VarlenBuffer> b = input_buffers(z, q, k, v, state_k_in, state_v_in);
-  const size_t nq = z.T * z.H * z.Dk, no = z.T * z.H * z.Dv, sk = z.N * z.nk, sv = z.N * z.nv;
-  b.insert(b.end(), {{"d_o", d_o, no},
+  const size_t sk = z.N * z.nk, sv = z.N * z.nv;
+  b.insert(b.end(), {{"d_o", d_o, z.d_o},
                      {"d_state_k_out", d_state_k_out, sk},
                      {"d_state_v_out", d_state_v_out, sv},
-                     {"dq", dq, nq},
-                     {"dk", dk, nq},
-                     {"dv", dv, no},
+                     {"dq", dq, z.dq},
+                     {"dk", dk, z.dk},
+                     {"dv", dv, z.dv},
                      {"d_state_k_in", d_state_k_in, sk},
                      {"d_state_v_in", d_state_v_in, sv}});
   return b;
@@ -148,6 +155,17 @@ void poison(const VarlenMemory &mem, float *out, size_t n, const float *restore)
   } else {
     std::fill(out, out + n, NAN);
   }
+}
+
+void poison(const VarlenMemory &mem, const Tensor &out) {
+#ifdef FSATTN_HAS_CUDA
+  if (mem.cuda) {
+    fill_nan(target_of(mem), out);
+    return;
+  }
+#endif
+  (void)mem;
+  Tensor(out).overwrite(nullptr);
 }
 
 SummedGradient::~SummedGradient() {

@@ -5,6 +5,7 @@
 
 #include "calls.h"
 #include "fsattn/fsattn.h"
+#include "layout.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -33,11 +34,21 @@ struct VarlenBuffer {
   const void *ptr;
   size_t floats;
 };
-// The sizes both mixers' buffers take: tokens [T, H, Dk or Dv], states `nk` or `nv` floats per
-// sequence, N sequences.
+// The sizes both mixers' buffers take: each activation's span (layout.h), states `nk` or
+// `nv` floats per sequence, N sequences.
 struct VarlenSizes {
-  size_t T, H, Dk, Dv, N, nk, nv;
+  VarlenSizes(const fsattn_dims *dims, const CallLayout &l, size_t nk, size_t nv);
+  size_t q, k, v, o, d_o, dq, dk, dv, N, nk, nv;
 };
+// Sequence s's slice of an activation with strides `st` (its first token).
+template <typename T>
+T *tokens(T *p, const Sequence &s, const Strides &st) {
+  return p + s.first * st.token;
+}
+// A whole activation of a variable-length call, [1, T, H, D] (to fill on failure).
+inline Tensor all_tokens(const float *p, const Strides &st, const fsattn_dims *dims, int64_t D) {
+  return activation(p, st, D, dims->heads, dims->seqlen, 1);
+}
 // The buffers a forward pass of either mixer reads and writes, besides its parameters.
 std::vector<VarlenBuffer> forward_buffers(const VarlenSizes &z, const float *q, const float *k, const float *v,
                                           const float *state_k_in, const float *state_v_in, const float *o,
@@ -68,17 +79,19 @@ const float *stable_input(const VarlenMemory &mem, const float *in, const float 
                           std::vector<float> &copy);
 // The state after an empty sequence: `in`, or zero when `in` is NULL (`out` NULL: nothing).
 void pass_through(const VarlenMemory &mem, float *out, const float *in, size_t n);
-// After a failed call: `out` (n floats, if not NULL) set to `restore` when given, else NaN.
+// After a failed call: `out` (n floats, if not NULL) set to `restore` when given, else NaN;
+// or each element of an activation NaN.
 void poison(const VarlenMemory &mem, float *out, size_t n, const float *restore = nullptr);
+void poison(const VarlenMemory &mem, const Tensor &out);
 
 // A forward pass over a variable-length batch, one dense call per sequence:
 // run(dims_s, s, state_k_in_s, state_v_in_s, state_k_out_s, state_v_out_s). nk, nv: one
-// sequence's state sizes; o_size: o's. If a call fails, o is NaN and the final states are
+// sequence's state sizes; o_all: the whole o. If a call fails, o is NaN and the final states are
 // NaN, or restored where they were written over their initial states.
 template <typename Run>
-fsattn_status forward_by_sequence(const VarlenMemory &mem, const fsattn_dims *dims, size_t nk, size_t nv, size_t o_size,
-                                  const float *state_k_in, const float *state_v_in, float *o, float *state_k_out,
-                                  float *state_v_out, Run run) {
+fsattn_status forward_by_sequence(const VarlenMemory &mem, const fsattn_dims *dims, size_t nk, size_t nv,
+                                  const Tensor &o_all, const float *state_k_in, const float *state_v_in,
+                                  float *state_k_out, float *state_v_out, Run run) {
   const size_t seqs = size_t(dims->num_seqs);
   {
     CheckOnly check;  // every sequence's call checked before any is run
@@ -103,7 +116,7 @@ fsattn_status forward_by_sequence(const VarlenMemory &mem, const fsattn_dims *di
     const fsattn_status status = run(d, s, slice(ski, s.index, nk), slice(svi, s.index, nv),
                                      slice(state_k_out, s.index, nk), slice(state_v_out, s.index, nv));
     if (status != FSATTN_OK) {
-      poison(mem, o, o_size);
+      poison(mem, o_all);
       poison(mem, state_k_out, seqs * nk, restore_of(copies[0]));
       poison(mem, state_v_out, seqs * nv, restore_of(copies[1]));
       return status;
@@ -146,7 +159,7 @@ struct VarlenBackward {
   size_t nk, nv;  // one sequence's state sizes
   const float *state_k_in, *state_v_in, *d_state_k_out, *d_state_v_out;
   float *d_state_k_in, *d_state_v_in;
-  std::vector<std::pair<float *, size_t>> token_grads;  // dq, dk, dv with their sizes
+  std::vector<Tensor> token_grads;  // dq, dk, dv, whole
   std::vector<SummedGradient> params;
 };
 
@@ -165,7 +178,7 @@ fsattn_status backward_by_sequence(const VarlenMemory &mem, const char *function
   const float *dsk = stable_input(mem, b.d_state_k_out, b.d_state_k_in, seqs * nk, seeds[0]);
   const float *dsv = stable_input(mem, b.d_state_v_out, b.d_state_v_in, seqs * nv, seeds[1]);
   auto failed = [&](fsattn_status status) {
-    for (auto [g, n] : b.token_grads) poison(mem, g, n);
+    for (const Tensor &g : b.token_grads) poison(mem, g);
     for (SummedGradient &g : b.params) poison(mem, g.out(), g.size());
     poison(mem, b.d_state_k_in, seqs * nk, restore_of(seeds[0], states[0]));
     poison(mem, b.d_state_v_in, seqs * nv, restore_of(seeds[1], states[1]));

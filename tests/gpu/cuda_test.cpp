@@ -411,15 +411,19 @@ namespace {
 
 // More chunks than a CUDA grid dimension holds is refused before anything runs, with or
 // without a GPU (the pointers are never read).
+// Distinct addresses, never read: the calls below are refused before any memory is touched
+// (an output at the same address as an input would be refused first, as overlapping).
+float *far_address(int i) { return reinterpret_cast<float *>(uintptr_t(i + 1) << 40); }
+
 TEST(CudaGrid, TooManyChunksAreRefused) {
   const BlaCase c = make_bla_case({1, 4, 1, 4, 4, 1, 8.0, 3}, 0, 1, 0.9, false);
   const fsattn_exec exec = cuda_exec();
   fsattn_dims dims = c.dims();
   dims.seqlen = int64_t(65535) * 64 + 1;
   const fsattn_bla_params p = c.params();
-  float dummy = 0;
   EXPECT_EQ(FSATTN_ERROR_UNSUPPORTED,
-            fsattn_bla_forward(&exec, &dims, &p, &dummy, &dummy, &dummy, nullptr, nullptr, &dummy, nullptr, nullptr));
+            fsattn_bla_forward(&exec, &dims, &p, far_address(0), far_address(1), far_address(2), nullptr, nullptr,
+                               far_address(3), nullptr, nullptr));
   EXPECT_NE(std::string(fsattn_last_error()).find("65535 chunks"), std::string::npos) << fsattn_last_error();
 }
 
@@ -580,9 +584,8 @@ TEST(CudaGrid, TooManyStepHeadsAreRefused) {
   fsattn_dims dims = c.dims();
   dims.heads = 65536;
   const fsattn_bla_params p = c.params();
-  float dummy = 0;
-  EXPECT_EQ(FSATTN_ERROR_UNSUPPORTED,
-            fsattn_bla_step(&exec, &dims, &p, &dummy, &dummy, &dummy, &dummy, &dummy, &dummy));
+  EXPECT_EQ(FSATTN_ERROR_UNSUPPORTED, fsattn_bla_step(&exec, &dims, &p, far_address(0), far_address(1), far_address(2),
+                                                      far_address(3), far_address(4), far_address(5)));
   EXPECT_NE(std::string(fsattn_last_error()).find("65535 heads"), std::string::npos) << fsattn_last_error();
 }
 

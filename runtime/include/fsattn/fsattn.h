@@ -8,7 +8,7 @@
  * FSATTN_*_INIT macro, then set the fields. The library reads only the bytes struct_size
  * covers, so a caller built against an older header keeps working; fields are only ever
  * added at the end, each 8 bytes wide, and a zero value of an added field keeps the older
- * behaviour (fields planned: an element type and element strides of the activations). A
+ * behaviour (fsattn_dims gained `layout` in 1.1; planned: an element type). A
  * struct_size of 0 (an uninitialised struct) or below this release's size is
  * FSATTN_ERROR_INVALID_ARGUMENT; one above the size this library knows is accepted only if
  * every byte the library does not know is zero, else FSATTN_ERROR_UNSUPPORTED (the caller set
@@ -16,8 +16,9 @@
  *
  * Layouts. Activations are row-major [B, T, H, D] (D contiguous). Complex tensors carry a
  * trailing dimension of 2 holding (re, im). Every pointer is caller-owned memory on the device
- * named in `exec` (host memory for the CPU), dense in the documented layout. Outputs and
- * gradients are overwritten, never accumulated.
+ * named in `exec` (host memory for the CPU), dense in the documented layout unless
+ * dims->layout gives the activations' strides. Outputs and gradients are overwritten, never
+ * accumulated.
  *
  * Sizes. batch, seqlen, heads >= 1; dk, dv, modes (IDA: >= 1; BLA: >= 0) and slots (>= 1) up
  * to FSATTN_MAX_FEATURE; heads up to FSATTN_MAX_HEADS; batch and seqlen up to INT32_MAX; every
@@ -55,7 +56,7 @@ extern "C" {
 #endif
 
 #define FSATTN_VERSION_MAJOR 1
-#define FSATTN_VERSION_MINOR 0
+#define FSATTN_VERSION_MINOR 1
 #define FSATTN_VERSION_PATCH 0
 
 #define FSATTN_MAX_FEATURE 256     /* largest dk, dv, modes, slots */
@@ -85,15 +86,40 @@ typedef struct {
 #define FSATTN_EXEC_INIT \
   { sizeof(fsattn_exec), FSATTN_DEVICE_CPU, NULL, NULL }
 
+/* Element strides of one activation [B, T, H, D] (D contiguous): how many elements apart
+   consecutive batch entries, tokens and heads lie. A stride of 0 takes its dense value
+   (head D, token H·D, batch T·H·D), so an all-zero member is a dense tensor. */
+typedef struct {
+  int64_t batch, token, head;
+} fsattn_strides;
+
+/* The activations' layouts (dims->layout; NULL: all dense), e.g. q, k and v as slices of a
+   fused projection [B, T, 3, H, D] (strides {T·3·H·D, 3·H·D, D}, pointers H·D apart) or a
+   head-major [B, H, T, D] buffer ({H·T·D, D, T·D}). The steps ignore the token strides.
+   Strides are >= 0; token and head strides at most INT32_MAX. An output's elements must not
+   share memory with each other or with any other activation of the call: an output may
+   interleave with another activation only when both have the same strides (slices of one
+   buffer), else their address ranges must not meet (else FSATTN_ERROR_INVALID_ARGUMENT). */
+typedef struct {
+  size_t struct_size; /* sizeof(fsattn_layout): FSATTN_LAYOUT_INIT */
+  fsattn_strides q, k, v, o;
+  fsattn_strides d_o, dq, dk, dv; /* the backward passes' */
+} fsattn_layout;
+#define FSATTN_LAYOUT_INIT                                                                                          \
+  {                                                                                                                 \
+    sizeof(fsattn_layout), {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, { 0, 0, 0 } \
+  }
+
 typedef struct {
   size_t struct_size; /* sizeof(fsattn_dims): FSATTN_DIMS_INIT */
   int64_t batch, seqlen, heads, dk, dv;
   const int64_t *cu_seqlens; /* NULL: dense batch. Else batch == 1 and this holds
                                 num_seqs + 1 offsets into the seqlen axis; states are per sequence */
   int64_t num_seqs;
+  const fsattn_layout *layout; /* since 1.1. NULL: every activation dense */
 } fsattn_dims;
 #define FSATTN_DIMS_INIT \
-  { sizeof(fsattn_dims), 0, 0, 0, 0, 0, NULL, 0 }
+  { sizeof(fsattn_dims), 0, 0, 0, 0, 0, NULL, 0, NULL }
 
 typedef struct {
   size_t struct_size;             /* sizeof(fsattn_ida_params): FSATTN_IDA_PARAMS_INIT */
