@@ -218,8 +218,9 @@ void check_call(fsattn_status st, bool must_refuse, const Buffers &inputs, const
 
 struct Dims {
   fsattn_dims d;
-  bool valid;      // valid for the forward and backward passes
-  int64_t states;  // the states' batch: d.batch, or num_seqs with cu_seqlens
+  bool valid;                  // valid for the forward and backward passes
+  bool refuse_layout = false;  // a layout every call must refuse (its buffers sized as if valid)
+  int64_t states;              // the states' batch: d.batch, or num_seqs with cu_seqlens
 };
 // One in eight calls is a variable-length batch: cu_seqlens consistent or not (its storage
 // lives until the next call).
@@ -254,6 +255,37 @@ Dims fuzz_dims(FuzzedDataProvider &in) {
     x.d.num_seqs = n;
     x.valid = x.valid && consistent;
     x.states = n;
+  }
+  // One in eight calls has a layout: every stride given its dense value (the call is the
+  // dense one), a negative stride for q, k or v, or a struct_size no header declares.
+  static fsattn_layout layout;
+  switch (in.ConsumeIntegralInRange<int>(0, 23)) {
+    case 0: {
+      if (!x.valid) break;  // (sizes in range: the dense strides fit)
+      const int64_t T = x.d.seqlen, H = x.d.heads, Dk = x.d.dk, Dv = x.d.dv;
+      const fsattn_strides k = {T * H * Dk, H * Dk, Dk}, v = {T * H * Dv, H * Dv, Dv};
+      layout = {sizeof(fsattn_layout), k, k, v, v, v, k, k, v};
+      x.d.layout = &layout;
+      break;
+    }
+    case 1: {
+      layout = FSATTN_LAYOUT_INIT;
+      fsattn_strides *tensor[3] = {&layout.q, &layout.k, &layout.v};
+      fsattn_strides &t = *tensor[in.ConsumeIntegralInRange<int>(0, 2)];
+      int64_t *field[3] = {&t.batch, &t.token, &t.head};
+      *field[in.ConsumeIntegralInRange<int>(0, 2)] = in.ConsumeIntegralInRange<int64_t>(INT64_MIN, -1);
+      x.d.layout = &layout;
+      x.refuse_layout = true;
+      break;
+    }
+    case 2:
+      layout = FSATTN_LAYOUT_INIT;
+      layout.struct_size = in.ConsumeBool() ? in.ConsumeIntegralInRange<size_t>(0, sizeof(fsattn_layout) - 1)
+                                            : in.ConsumeIntegralInRange<size_t>(4097, SIZE_MAX);
+      x.d.layout = &layout;
+      x.refuse_layout = true;
+      break;
+    default: break;
   }
   return x;
 }
@@ -318,7 +350,7 @@ void fuzz_ida_forward(FuzzedDataProvider &in) {
   Buffer o = output(in, c->n * c->nv), sko = output(in, c->n * c->nsk), svo = output(in, c->n * c->nsv);
   fsattn_status st = fsattn_ida_forward(&c->exec, &c->dm.d, c->null_p ? nullptr : &c->p, c->q.ptr(), c->k.ptr(),
                                         c->v.ptr(), c->sk.ptr(), c->sv.ptr(), o.ptr(), sko.ptr(), svo.ptr());
-  check_call(st, !c->valid, c->inputs() + Buffers{&c->sk, &c->sv}, {&o, &sko, &svo});
+  check_call(st, !c->valid || c->dm.refuse_layout, c->inputs() + Buffers{&c->sk, &c->sv}, {&o, &sko, &svo});
 }
 
 void fuzz_ida_backward(FuzzedDataProvider &in) {
@@ -348,7 +380,7 @@ void fuzz_ida_backward(FuzzedDataProvider &in) {
                                          c->sk.ptr(), c->sv.ptr(), d_o.ptr(), dsko.ptr(), dsvo.ptr(), dq.ptr(),
                                          dk.ptr(), dv.ptr(), null_dp ? nullptr : &dp, dski.ptr(), dsvi.ptr());
   const Buffers grads = null_dp ? Buffers{} : Buffers{&dgk, &dbk, &dgv, &dbv, &dldt, &dare, &daim, &dB, &dC};
-  check_call(st, !c->valid, c->inputs() + Buffers{&c->sk, &c->sv, &d_o, &dsko, &dsvo},
+  check_call(st, !c->valid || c->dm.refuse_layout, c->inputs() + Buffers{&c->sk, &c->sv, &d_o, &dsko, &dsvo},
              Buffers{&dq, &dk, &dv, &dski, &dsvi} + grads);
 }
 
@@ -361,7 +393,7 @@ void fuzz_ida_step(FuzzedDataProvider &in) {
   Buffer o = output(in, c->n * c->nv);
   fsattn_status st = fsattn_ida_step(&c->exec, &c->dm.d, c->null_p ? nullptr : &c->p, c->q.ptr(), c->k.ptr(),
                                      c->v.ptr(), c->sk.ptr(), c->sv.ptr(), o.ptr());
-  check_call(st, !valid, c->inputs(), {&o}, {&c->sk, &c->sv});
+  check_call(st, !valid || c->dm.refuse_layout, c->inputs(), {&o}, {&c->sk, &c->sv});
   if (st != FSATTN_OK) check(bits_equal(c->sk.data, sk0) && bits_equal(c->sv.data, sv0));
 }
 
@@ -401,7 +433,7 @@ void fuzz_bla_forward(FuzzedDataProvider &in) {
   c.p.log_gamma = log_gamma.ptr();
   fsattn_status st = fsattn_bla_forward(&c.exec, &c.dm.d, &c.p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(), o.ptr(),
                                         sko.ptr(), svo.ptr());
-  check_call(st, !c.valid, {&q, &k, &v, &log_gamma, &sk, &sv}, {&o, &sko, &svo});
+  check_call(st, !c.valid || c.dm.refuse_layout, {&q, &k, &v, &log_gamma, &sk, &sv}, {&o, &sko, &svo});
 }
 
 void fuzz_bla_backward(FuzzedDataProvider &in) {
@@ -417,7 +449,8 @@ void fuzz_bla_backward(FuzzedDataProvider &in) {
   fsattn_status st =
       fsattn_bla_backward(&c.exec, &c.dm.d, &c.p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(), d_o.ptr(), dsko.ptr(),
                           dsvo.ptr(), dq.ptr(), dk.ptr(), dv.ptr(), dlg.ptr(), dski.ptr(), dsvi.ptr());
-  check_call(st, !c.valid, {&q, &k, &v, &log_gamma, &sk, &sv, &d_o, &dsko, &dsvo}, {&dq, &dk, &dv, &dlg, &dski, &dsvi});
+  check_call(st, !c.valid || c.dm.refuse_layout, {&q, &k, &v, &log_gamma, &sk, &sv, &d_o, &dsko, &dsvo},
+             {&dq, &dk, &dv, &dlg, &dski, &dsvi});
 }
 
 void fuzz_bla_step(FuzzedDataProvider &in) {
@@ -431,7 +464,7 @@ void fuzz_bla_step(FuzzedDataProvider &in) {
   const std::vector<float> sk0 = sk.data, sv0 = sv.data;
   c.p.log_gamma = log_gamma.ptr();
   fsattn_status st = fsattn_bla_step(&c.exec, &c.dm.d, &c.p, q.ptr(), k.ptr(), v.ptr(), sk.ptr(), sv.ptr(), o.ptr());
-  check_call(st, !valid, {&q, &k, &v, &log_gamma}, {&o}, {&sk, &sv});
+  check_call(st, !valid || c.dm.refuse_layout, {&q, &k, &v, &log_gamma}, {&o}, {&sk, &sv});
   if (st != FSATTN_OK) check(bits_equal(sk.data, sk0) && bits_equal(sv.data, sv0));
 }
 

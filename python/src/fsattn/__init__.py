@@ -27,7 +27,7 @@ from .ops import (
 )
 from . import nn  # noqa: E402
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"
 
 _OPS = {
     "ida_forward": _ext.OP_IDA_FORWARD,
