@@ -259,6 +259,24 @@ fsattn_status cuda_target(const char *function, void *stream, CudaTarget *t) {
     return fail(FSATTN_ERROR_DEVICE,
                 std::string(function) + ": no CUDA context for the call: " + cu::error_text(*d, r));
   }
+  // A stream of another context would fail at the launch, and so would filling the outputs
+  // with NaN on it: refused first. (The legacy and per-thread default streams are handles 1
+  // and 2, valid in any context.)
+  const uintptr_t handle = reinterpret_cast<uintptr_t>(stream);
+  if (handle > 2) {
+    cu::Context owner = nullptr;
+    r = d->StreamGetCtx(stream, &owner);
+    if (r != cu::kSuccess) {
+      return fail(FSATTN_ERROR_INVALID_ARGUMENT,
+                  std::string(function) + ": exec->stream is not a usable CUDA stream: " + cu::error_text(*d, r));
+    }
+    if (owner != ctx) {
+      return fail(FSATTN_ERROR_INVALID_ARGUMENT,
+                  std::string(function) +
+                      ": exec->stream belongs to another CUDA context than the call's (the one "
+                      "current on this thread, else device 0's primary context)");
+    }
+  }
   t->context = ctx;
   t->stream = stream;
   return FSATTN_OK;

@@ -42,6 +42,8 @@ Loaded load() {
   bind(lib, "cuCtxPushCurrent_v2", d.CtxPushCurrent, w);
   bind(lib, "cuCtxPopCurrent_v2", d.CtxPopCurrent, w);
   bind(lib, "cuCtxSynchronize", d.CtxSynchronize, w);
+  bind(lib, "cuCtxCreate_v2", d.CtxCreate, w);
+  bind(lib, "cuCtxDestroy_v2", d.CtxDestroy, w);
   bind(lib, "cuPointerGetAttributes", d.PointerGetAttributes, w);
   bind(lib, "cuMemAlloc_v2", d.MemAlloc, w);
   bind(lib, "cuMemFree_v2", d.MemFree, w);
@@ -53,6 +55,7 @@ Loaded load() {
   bind(lib, "cuStreamCreate", d.StreamCreate, w);
   bind(lib, "cuStreamDestroy_v2", d.StreamDestroy, w);
   bind(lib, "cuStreamSynchronize", d.StreamSynchronize, w);
+  bind(lib, "cuStreamGetCtx", d.StreamGetCtx, w);
   bind(lib, "cuEventCreate", d.EventCreate, w);
   bind(lib, "cuEventDestroy_v2", d.EventDestroy, w);
   bind(lib, "cuEventRecord", d.EventRecord, w);

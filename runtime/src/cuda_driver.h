@@ -40,6 +40,8 @@ struct Driver {
   Result (*CtxPushCurrent)(Context ctx);
   Result (*CtxPopCurrent)(Context *ctx);
   Result (*CtxSynchronize)();
+  Result (*CtxCreate)(Context *ctx, unsigned flags, Device device);
+  Result (*CtxDestroy)(Context ctx);
   Result (*PointerGetAttributes)(unsigned count, int *attributes, void **data, DevicePtr ptr);
   Result (*MemAlloc)(DevicePtr *ptr, size_t bytes);
   Result (*MemFree)(DevicePtr ptr);
@@ -52,6 +54,7 @@ struct Driver {
   Result (*StreamCreate)(Stream *stream, unsigned flags);
   Result (*StreamDestroy)(Stream stream);
   Result (*StreamSynchronize)(Stream stream);
+  Result (*StreamGetCtx)(Stream stream, Context *ctx);
   Result (*EventCreate)(Event *event, unsigned flags);
   Result (*EventDestroy)(Event event);
   Result (*EventRecord)(Event event, Stream stream);

@@ -30,7 +30,8 @@
  *
  * CUDA (exec->device = FSATTN_DEVICE_CUDA). Kernels run on exec->stream (NULL: the legacy
  * default stream) in the CUDA context current on the calling thread, else in device 0's
- * primary context (the one the CUDA runtime API and PyTorch use). Every pointer, parameters
+ * primary context (the one the CUDA runtime API and PyTorch use); a stream of another
+ * context is FSATTN_ERROR_INVALID_ARGUMENT. Every pointer, parameters
  * included, is device memory (cudaMalloc, a PyTorch CUDA tensor's data_ptr()); each is checked
  * to be CUDA memory that covers its shape (else FSATTN_ERROR_INVALID_ARGUMENT). Calls are
  * asynchronous: FSATTN_OK means the work is queued on the stream, and a fault inside a kernel
