@@ -2,8 +2,8 @@
 //
 // Every tensor is passed as an integer address (torch.Tensor.data_ptr(); 0 means NULL) and
 // every shape as integers; a CUDA stream is an integer cudaStream_t (0: the legacy default
-// stream). The module does not link PyTorch: the Python layer (fsattn/ops.py) checks shapes,
-// dtypes, devices and contiguity before calling here, and the library validates everything
+// stream). The module does not link PyTorch: the Python layer (fsattn/_common.py) checks
+// shapes, dtypes, devices and strides before calling here, and the library validates everything
 // else. A failed call raises ValueError (FSATTN_ERROR_INVALID_ARGUMENT) or fsattn.FsattnError,
 // a RuntimeError (any other status), with fsattn_last_error()'s message. The GIL is released
 // around every library call.
@@ -73,6 +73,28 @@ struct Exec {
   }
 };
 
+// The element strides (batch, token, head) of q, k, v, o, d_o, dq, dk and dv, in that order
+// (fsattn_layout); zeros: dense.
+using Strides = std::array<int64_t, 24>;
+
+// dims with its layout (dims.layout points into this object, which therefore never moves).
+struct StridedDims {
+  fsattn_dims d;
+  fsattn_layout layout = FSATTN_LAYOUT_INIT;
+  StridedDims(fsattn_dims dims, const Strides &s) : d(dims) {
+    fsattn_strides *t[8] = {&layout.q,   &layout.k,  &layout.v,  &layout.o,
+                            &layout.d_o, &layout.dq, &layout.dk, &layout.dv};
+    bool any = false;
+    for (int i = 0; i < 8; ++i) {
+      *t[i] = {s[3 * i], s[3 * i + 1], s[3 * i + 2]};
+      any = any || s[3 * i] != 0 || s[3 * i + 1] != 0 || s[3 * i + 2] != 0;
+    }
+    d.layout = any ? &layout : nullptr;
+  }
+  StridedDims(const StridedDims &) = delete;
+  StridedDims &operator=(const StridedDims &) = delete;
+};
+
 fsattn_dims make_dims(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs) {
   fsattn_dims d = FSATTN_DIMS_INIT;
   d.batch = B;
@@ -117,12 +139,14 @@ fsattn_ida_params make_ida(int64_t modes, double eps, const IdaPtrs &a) {
 
 // ---- BLA ---------------------------------------------------------------------------------
 
-void bla_forward(int device, addr stream, const py::object &variant,                                       //
-                 int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,       //
+void bla_forward(int device, addr stream, const py::object &variant,  //
+                 int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,
+                 const Strides &strides,                                                                   //
                  int64_t modes, double period, int64_t slots, double scale, int64_t pos0, addr log_gamma,  //
                  addr q, addr k, addr v, addr sk_in, addr sv_in, addr o, addr sk_out, addr sv_out) {
   Exec ex(device, stream, variant);
-  const fsattn_dims d = make_dims(B, T, H, Dk, Dv, cu, num_seqs);
+  const StridedDims sd(make_dims(B, T, H, Dk, Dv, cu, num_seqs), strides);
+  const fsattn_dims &d = sd.d;
   const fsattn_bla_params p = make_bla(modes, period, slots, scale, pos0, log_gamma);
   Failure f;
   {
@@ -135,13 +159,15 @@ void bla_forward(int device, addr stream, const py::object &variant,            
   raise_if_failed(f);
 }
 
-void bla_backward(int device, addr stream, const py::object &variant,                                       //
-                  int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,       //
+void bla_backward(int device, addr stream, const py::object &variant,  //
+                  int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,
+                  const Strides &strides,                                                                   //
                   int64_t modes, double period, int64_t slots, double scale, int64_t pos0, addr log_gamma,  //
                   addr q, addr k, addr v, addr sk_in, addr sv_in, addr d_o, addr d_sk_out, addr d_sv_out,   //
                   addr dq, addr dk, addr dv, addr d_log_gamma, addr d_sk_in, addr d_sv_in) {
   Exec ex(device, stream, variant);
-  const fsattn_dims d = make_dims(B, T, H, Dk, Dv, cu, num_seqs);
+  const StridedDims sd(make_dims(B, T, H, Dk, Dv, cu, num_seqs), strides);
+  const fsattn_dims &d = sd.d;
   const fsattn_bla_params p = make_bla(modes, period, slots, scale, pos0, log_gamma);
   Failure f;
   {
@@ -221,12 +247,14 @@ void bla_interpolate(int device, addr stream, const py::object &variant,  //
 
 // ---- IDA ---------------------------------------------------------------------------------
 
-void ida_forward(int device, addr stream, const py::object &variant,                                  //
-                 int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,  //
-                 int64_t modes, double eps, const IdaPtrs &params,                                    //
+void ida_forward(int device, addr stream, const py::object &variant,  //
+                 int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,
+                 const Strides &strides,                            //
+                 int64_t modes, double eps, const IdaPtrs &params,  //
                  addr q, addr k, addr v, addr sk_in, addr sv_in, addr o, addr sk_out, addr sv_out) {
   Exec ex(device, stream, variant);
-  const fsattn_dims d = make_dims(B, T, H, Dk, Dv, cu, num_seqs);
+  const StridedDims sd(make_dims(B, T, H, Dk, Dv, cu, num_seqs), strides);
+  const fsattn_dims &d = sd.d;
   const fsattn_ida_params p = make_ida(modes, eps, params);
   Failure f;
   {
@@ -240,13 +268,15 @@ void ida_forward(int device, addr stream, const py::object &variant,            
 }
 
 // grads: the parameter gradients in the order of IdaParams (each 0: not written).
-void ida_backward(int device, addr stream, const py::object &variant,                                      //
-                  int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,      //
+void ida_backward(int device, addr stream, const py::object &variant,  //
+                  int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, addr cu, int64_t num_seqs,
+                  const Strides &strides,                                                                  //
                   int64_t modes, double eps, const IdaPtrs &params,                                        //
                   addr q, addr k, addr v, addr sk_in, addr sv_in, addr d_o, addr d_sk_out, addr d_sv_out,  //
                   addr dq, addr dk, addr dv, const IdaPtrs &grads, addr d_sk_in, addr d_sv_in) {
   Exec ex(device, stream, variant);
-  const fsattn_dims d = make_dims(B, T, H, Dk, Dv, cu, num_seqs);
+  const StridedDims sd(make_dims(B, T, H, Dk, Dv, cu, num_seqs), strides);
+  const fsattn_dims &d = sd.d;
   const fsattn_ida_params p = make_ida(modes, eps, params);
   fsattn_ida_grads g = FSATTN_IDA_GRADS_INIT;
   g.gk = P<float>(grads[0]);

@@ -24,6 +24,7 @@ from ._common import (
     _finish_step_state,
     _guard,
     _initial_state,
+    _layout,
     _num_seqs,
     _param,
     _ptr,
@@ -60,6 +61,7 @@ def _bla_fwd_impl(
     device, stream = _exec(q)
     with _guard(q):
         _ext.bla_forward(device, stream, _VARIANTS.get("bla_forward"), B, T, H, Dk, Dv, cu, N,
+                         _layout(q, k, v, o, None, None, None, None),
                          modes, period, slots, scale, pos0, log_gamma.data_ptr(),
                          q.data_ptr(), k.data_ptr(), v.data_ptr(), _ptr(state_k), _ptr(state_v),
                          o.data_ptr(), _ptr(sk) if output_final_state else 0, _ptr(sv) if output_final_state else 0)
@@ -101,11 +103,12 @@ def _bla_bwd_impl(
     B, T, H, Dk = q.shape
     Dv = v.shape[3]
     N, cu = _num_seqs(B, cu_seqlens)
-    dq, dk, dv, dlg = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), torch.empty_like(log_gamma)
+    dq, dk, dv, dlg = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), torch.empty_like(log_gamma)
     dsk, dsv = _empty(state_k, q), _empty(state_v, q)
     device, stream = _exec(q)
     with _guard(q):
         _ext.bla_backward(device, stream, _VARIANTS.get("bla_backward"), B, T, H, Dk, Dv, cu, N,
+                          _layout(q, k, v, None, d_o, dq, dk, dv),
                           modes, period, slots, scale, pos0, log_gamma.data_ptr(),
                           q.data_ptr(), k.data_ptr(), v.data_ptr(), _ptr(state_k), _ptr(state_v),
                           d_o.data_ptr(), _ptr(d_state_k), _ptr(d_state_v),
@@ -115,7 +118,7 @@ def _bla_bwd_impl(
 
 
 def _bla_bwd_fake(q, k, v, log_gamma, state_k, state_v, cu_seqlens, d_o, d_state_k, d_state_v, modes, period, slots, scale, pos0):
-    return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), torch.empty_like(log_gamma),
+    return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), torch.empty_like(log_gamma),
             _empty(state_k, q), _empty(state_v, q))
 
 

@@ -4,9 +4,10 @@ variant each library call runs (set_variant).
 The public functions check types, shapes and devices with these helpers and raise TypeError /
 ValueError naming the argument; values (sizes, cu_seqlens, log_gamma, period, ...) are
 validated by the library, whose errors are raised as ValueError (invalid argument) or
-fsattn.FsattnError (a RuntimeError). The library computes in float32 on contiguous tensors:
-other floating-point dtypes and non-contiguous tensors are converted (_as_float), and o is
-returned in q's dtype (_restore_dtype).
+fsattn.FsattnError (a RuntimeError). The library computes in float32: other floating-point
+dtypes are converted (_as_float), and o is returned in q's dtype (_restore_dtype). The passes
+read float32 q, k and v where they lie, through their strides (slices of a fused projection,
+head-major views); other tensors, and activations it cannot stride over, are made contiguous.
 """
 
 import contextlib
@@ -64,8 +65,35 @@ def _num_seqs(batch: int, cu_seqlens: Optional[Tensor]) -> Tuple[int, int]:
     return cu_seqlens.shape[0] - 1, cu_seqlens.data_ptr()
 
 
-def _as_float(x, name: str, fn: str, allow_complex: bool = True) -> Tensor:
-    """x as a contiguous float32 tensor (complex tensors as their real [..., 2] view)."""
+def _keeps_strides(x: Tensor) -> bool:
+    """Whether the library reads x [B, T, H, D] where it lies (docs/spec.md, "Strides"): float32,
+    the channel contiguous, the other strides positive and, for tokens and heads, within 2^31."""
+    if x.dtype is not torch.float32 or x.dim() != 4:
+        return False
+    (B, T, H, D), (sb, st, sh, sd) = x.shape, x.stride()
+    if D > 1 and sd != 1:
+        return False
+    return all(n == 1 or 0 < s for n, s in ((B, sb), (T, st), (H, sh))) and all(
+        n == 1 or s < 2**31 for n, s in ((T, st), (H, sh)))
+
+
+def _layout(*tensors) -> list:
+    """The element strides (batch, token, head) of q, k, v, o, d_o, dq, dk, dv (None: absent)
+    as fsattn_layout takes them: zeros for a contiguous tensor and for a dimension of extent 1."""
+    out = []
+    for x in tensors:
+        if x is None or x.is_contiguous():
+            out += [0, 0, 0]
+        else:
+            out += [s if n > 1 else 0 for n, s in zip(x.shape[:3], x.stride()[:3])]
+    return out
+
+
+def _as_float(x, name: str, fn: str, allow_complex: bool = True, keep_strides: bool = False) -> Tensor:
+    """x as a contiguous float32 tensor (complex tensors as their real [..., 2] view), or with
+    keep_strides an activation the library can read as it lies (_keeps_strides), uncopied."""
+    if keep_strides and isinstance(x, torch.Tensor) and _keeps_strides(x):
+        return x
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype is not torch.float32:
@@ -101,9 +129,9 @@ def _check_q_device(q: Tensor, fn: str) -> torch.device:
 def _activations(q, k, v, fn: str, step: bool = False):
     """Checks and converts q, k, v; returns (q, k, v, in_dtype, B, T, H, Dk, Dv)."""
     in_dtype = q.dtype if isinstance(q, torch.Tensor) else None
-    q = _as_float(q, "q", fn, False)
-    k = _as_float(k, "k", fn, False)
-    v = _as_float(v, "v", fn, False)
+    q = _as_float(q, "q", fn, False, keep_strides=not step)
+    k = _as_float(k, "k", fn, False, keep_strides=not step)
+    v = _as_float(v, "v", fn, False, keep_strides=not step)
     device = _check_q_device(q, fn)
     layout = "[B, 1, H, Dk]" if step else "[B, T, H, Dk]"
     if q.dim() != 4:

@@ -26,6 +26,7 @@ from ._common import (
     _finish_step_state,
     _guard,
     _initial_state,
+    _layout,
     _num_seqs,
     _ptr,
     _ready,
@@ -84,7 +85,8 @@ def _ida_fwd_impl(
               A_re_log.data_ptr(), A_im.data_ptr(), B_.data_ptr(), C.data_ptr())
     device, stream = _exec(q)
     with _guard(q):
-        _ext.ida_forward(device, stream, _VARIANTS.get("ida_forward"), B, T, H, Dk, Dv, cu, N, M, eps, params,
+        _ext.ida_forward(device, stream, _VARIANTS.get("ida_forward"), B, T, H, Dk, Dv, cu, N,
+                         _layout(q, k, v, o, None, None, None, None), M, eps, params,
                          q.data_ptr(), k.data_ptr(), v.data_ptr(), _ptr(state_k), _ptr(state_v),
                          o.data_ptr(), _ptr(sk) if output_final_state else 0, _ptr(sv) if output_final_state else 0)
     return o, sk, sv
@@ -130,13 +132,14 @@ def _ida_bwd_impl(
     Dv = v.shape[3]
     M = A_re_log.shape[1]
     N, cu = _num_seqs(B, cu_seqlens)
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
     plist = (gk, bk, gv, bv, log_dt, A_re_log, A_im, B_, C)
     grads = tuple(torch.empty_like(p) for p in plist)
     dsk, dsv = _empty(state_k, q), _empty(state_v, q)
     device, stream = _exec(q)
     with _guard(q):
-        _ext.ida_backward(device, stream, _VARIANTS.get("ida_backward"), B, T, H, Dk, Dv, cu, N, M, eps,
+        _ext.ida_backward(device, stream, _VARIANTS.get("ida_backward"), B, T, H, Dk, Dv, cu, N,
+                          _layout(q, k, v, None, d_o, dq, dk, dv), M, eps,
                           tuple(p.data_ptr() for p in plist),
                           q.data_ptr(), k.data_ptr(), v.data_ptr(), _ptr(state_k), _ptr(state_v),
                           d_o.data_ptr(), _ptr(d_state_k), _ptr(d_state_v),
@@ -147,7 +150,7 @@ def _ida_bwd_impl(
 
 def _ida_bwd_fake(q, k, v, gk, bk, gv, bv, log_dt, A_re_log, A_im, B_, C, state_k, state_v, cu_seqlens, d_o, d_state_k, d_state_v, eps):
     plist = (gk, bk, gv, bv, log_dt, A_re_log, A_im, B_, C)
-    return ((torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))
+    return ((q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape))
             + tuple(torch.empty_like(p) for p in plist) + (_empty(state_k, q), _empty(state_v, q)))
 
 
