@@ -71,18 +71,7 @@ inline std::unique_ptr<PreparedCall> prepare(fsattn_op op, fsattn_device device,
     const test::IdaCase c = test::make_ida_case(ida_shape(s), 42, step);
     const test::IdaUpstream u = test::make_ida_upstream(c, 43, false);
     const fsattn_dims dims = c.dims();
-    const fsattn_ida_params p{sizeof(fsattn_ida_params),
-                              c.s.M,
-                              c.eps,
-                              m.up(c.gk),
-                              m.up(c.bk),
-                              m.up(c.gv),
-                              m.up(c.bv),
-                              m.up(c.log_dt),
-                              m.up(c.A_re_log),
-                              m.up(c.A_im),
-                              m.up(c.B),
-                              m.up(c.C)};
+    const fsattn_ida_params p = test::params_in(m, c);
     const float *q = m.up(c.q), *k = m.up(c.k), *v = m.up(c.v);
     const size_t nk = size_t(s.batch * s.heads * s.features * s.dk * 2),
                  nv = size_t(s.batch * s.heads * s.features * s.dv * 2);

@@ -317,6 +317,30 @@ inline ref::BlaGrads reference_bla_backward(const BlaCase &c, const BlaUpstream 
                            u.d_state_v.d);
 }
 
+// A case's parameters in an arena's memory: up(x) copies each tensor there (the CUDA
+// harness's DeviceArena, the tests' HostArena).
+template <typename Arena>
+fsattn_ida_params params_in(Arena &a, const IdaCase &c) {
+  return {sizeof(fsattn_ida_params),
+          c.s.M,
+          c.eps,
+          a.up(c.gk),
+          a.up(c.bk),
+          a.up(c.gv),
+          a.up(c.bv),
+          a.up(c.log_dt),
+          a.up(c.A_re_log),
+          a.up(c.A_im),
+          a.up(c.B),
+          a.up(c.C)};
+}
+template <typename Arena>
+fsattn_bla_params params_in(Arena &a, const BlaCase &c) {
+  fsattn_bla_params p = c.params();
+  p.log_gamma = a.up(c.log_gamma);
+  return p;
+}
+
 // Autoscheduled variants are benchmark baselines: they assume shapes near the estimates they
 // were tuned for (sizes that are multiples of the vector width) and may refuse others.
 inline bool is_baseline(const std::string &variant) {

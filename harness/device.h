@@ -103,20 +103,7 @@ inline fsattn_exec cuda_exec(void *stream = nullptr, const char *variant = nullp
   return {sizeof(fsattn_exec), FSATTN_DEVICE_CUDA, stream, variant};
 }
 
-inline fsattn_ida_params device_params(DeviceArena &a, const IdaCase &c) {
-  return {sizeof(fsattn_ida_params),
-          c.s.M,
-          c.eps,
-          a.up(c.gk),
-          a.up(c.bk),
-          a.up(c.gv),
-          a.up(c.bv),
-          a.up(c.log_dt),
-          a.up(c.A_re_log),
-          a.up(c.A_im),
-          a.up(c.B),
-          a.up(c.C)};
-}
+inline fsattn_ida_params device_params(DeviceArena &a, const IdaCase &c) { return params_in(a, c); }
 
 inline ForwardResult gpu_ida_forward(const IdaCase &c, void *stream = nullptr, const char *variant = nullptr) {
   const auto &s = c.s;

@@ -173,27 +173,15 @@ struct StridedBackward : StridedForward<Arena> {
   }
 };
 
-// The parameters, in the arena's memory.
-template <typename Arena>
-fsattn_ida_params params_in(Arena &a, const IdaCase &c) {
-  return {sizeof(fsattn_ida_params),
-          c.s.M,
-          c.eps,
-          a.up(c.gk),
-          a.up(c.bk),
-          a.up(c.gv),
-          a.up(c.bv),
-          a.up(c.log_dt),
-          a.up(c.A_re_log),
-          a.up(c.A_im),
-          a.up(c.B),
-          a.up(c.C)};
-}
-template <typename Arena>
-fsattn_bla_params params_in(Arena &a, const BlaCase &c) {
-  fsattn_bla_params p = c.params();
-  p.log_gamma = a.up(c.log_gamma);
-  return p;
+// `forward` over a variable-length batch: the call's dims with these cu_seqlens.
+template <typename Forward>
+auto varlen(Forward forward, const std::vector<int64_t> &cu) {
+  return [forward, &cu](const fsattn_exec *e, const fsattn_dims *d, const auto *p, const float *q, const float *k,
+                        const float *v, const float *ski, const float *svi, float *o, float *sko, float *svo) {
+    fsattn_dims dv = *d;
+    dv.cu_seqlens = cu.data(), dv.num_seqs = int64_t(cu.size()) - 1;
+    return forward(e, &dv, p, q, k, v, ski, svi, o, sko, svo);
+  };
 }
 
 // A forward pass with strided activations against the same call on dense ones: o, and the

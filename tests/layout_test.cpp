@@ -55,14 +55,7 @@ TEST(Layout, Varlen) {
   BlaCase c = make_bla_case({1, 61, 2, 8, 12, 3, 9.5, 5}, 0, 67, 0.5, false);
   const auto &s = c.s;
   const size_t nk = size_t(seqs * s.H * s.S * s.Dk), nv = size_t(seqs * s.H * s.S * s.Dv);
-  auto forward = [&](const fsattn_exec *e, const fsattn_dims *d, const fsattn_bla_params *p, const float *q,
-                     const float *k, const float *v, const float *ski, const float *svi, float *o, float *sko,
-                     float *svo) {
-    fsattn_dims dv = *d;
-    dv.cu_seqlens = cu.data(), dv.num_seqs = seqs;
-    return fsattn_bla_forward(e, &dv, p, q, k, v, ski, svi, o, sko, svo);
-  };
-  check_forward_layout(a, kCpu, c, forward, nk, nv);
+  check_forward_layout(a, kCpu, c, varlen(fsattn_bla_forward, cu), nk, nv);
 }
 
 // A refused call writes nothing; `why` is in the message.

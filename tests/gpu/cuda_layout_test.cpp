@@ -42,14 +42,7 @@ TEST(CudaLayout, VarlenMatchesItsDenseCall) {
   const int64_t seqs = int64_t(cu.size()) - 1;
   const IdaCase c = make_ida_case({1, 61, 2, 8, 12, 4}, 85, false);
   const auto &s = c.s;
-  auto forward = [&](const fsattn_exec *e, const fsattn_dims *d, const fsattn_ida_params *p, const float *q,
-                     const float *k, const float *v, const float *ski, const float *svi, float *o, float *sko,
-                     float *svo) {
-    fsattn_dims dv = *d;
-    dv.cu_seqlens = cu.data(), dv.num_seqs = seqs;
-    return fsattn_ida_forward(e, &dv, p, q, k, v, ski, svi, o, sko, svo);
-  };
-  check_forward_layout(a, cuda_exec(), c, forward, size_t(seqs * s.H * s.M * s.Dk * 2),
+  check_forward_layout(a, cuda_exec(), c, varlen(fsattn_ida_forward, cu), size_t(seqs * s.H * s.M * s.Dk * 2),
                        size_t(seqs * s.H * s.M * s.Dv * 2));
 }
 
