@@ -84,10 +84,10 @@ fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
 
 // Each sequence of a variable-length batch as a dense call, with pos0 its first position
 // (varlen.h). If one fails, every output is NaN and states updated in place are restored.
-fsattn_status bla_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
-                                 const float *q, const float *k, const float *v, const float *state_k_in,
-                                 const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
-  const CallLayout L(dims);
+fsattn_status bla_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const CallLayout &L,
+                                 const fsattn_bla_params *p, const float *q, const float *k, const float *v,
+                                 const float *state_k_in, const float *state_v_in, float *o, float *state_k_out,
+                                 float *state_v_out) {
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv;
   const size_t nk = size_t(p->slots * Dk * H), nv = size_t(p->slots * Dv * H);
   std::vector<VarlenBuffer> buffers =
@@ -114,7 +114,7 @@ fsattn_status bla_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   check_forward_activations(val, dims, L, q, k, v, o);
   if (!val.ok()) return val.status();
   if (dims->cu_seqlens != nullptr) {
-    return bla_forward_varlen(exec, dims, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
+    return bla_forward_varlen(exec, dims, L, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
   }
 
   fsattn_status status = FSATTN_OK;
@@ -147,12 +147,11 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
                            float *dk, float *dv, float *d_log_gamma, float *d_state_k_in, float *d_state_v_in);
 
 // Each sequence as a dense call; d log γ summed over the sequences in order (varlen.h).
-fsattn_status bla_backward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_bla_params *p,
-                                  const float *q, const float *k, const float *v, const float *state_k_in,
-                                  const float *state_v_in, const float *d_o, const float *d_state_k_out,
-                                  const float *d_state_v_out, float *dq, float *dk, float *dv, float *d_log_gamma,
-                                  float *d_state_k_in, float *d_state_v_in) {
-  const CallLayout L(dims);
+fsattn_status bla_backward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const CallLayout &L,
+                                  const fsattn_bla_params *p, const float *q, const float *k, const float *v,
+                                  const float *state_k_in, const float *state_v_in, const float *d_o,
+                                  const float *d_state_k_out, const float *d_state_v_out, float *dq, float *dk,
+                                  float *dv, float *d_log_gamma, float *d_state_k_in, float *d_state_v_in) {
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv;
   const size_t nk = size_t(p->slots * Dk * H), nv = size_t(p->slots * Dv * H);
   std::vector<VarlenBuffer> buffers =
@@ -194,7 +193,7 @@ fsattn_status bla_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   check_backward_activations(val, dims, L, q, k, v, d_o, dq, dk, dv);
   if (!val.ok()) return val.status();
   if (dims->cu_seqlens != nullptr) {
-    return bla_backward_varlen(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq,
+    return bla_backward_varlen(exec, dims, L, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq,
                                dk, dv, d_log_gamma, d_state_k_in, d_state_v_in);
   }
 

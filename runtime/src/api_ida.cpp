@@ -77,10 +77,10 @@ const char *const kGradNames[9] = {"dp->gk",       "dp->bk",   "dp->gv", "dp->bv
 
 // Each sequence of a variable-length batch as a dense call (varlen.h). If one fails, every
 // output is NaN and states updated in place are restored.
-fsattn_status ida_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
-                                 const float *q, const float *k, const float *v, const float *state_k_in,
-                                 const float *state_v_in, float *o, float *state_k_out, float *state_v_out) {
-  const CallLayout L(dims);
+fsattn_status ida_forward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const CallLayout &L,
+                                 const fsattn_ida_params *p, const float *q, const float *k, const float *v,
+                                 const float *state_k_in, const float *state_v_in, float *o, float *state_k_out,
+                                 float *state_v_out) {
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;
   const size_t nk = size_t(2 * M * Dk * H), nv = size_t(2 * M * Dv * H);
   std::vector<VarlenBuffer> buffers =
@@ -107,7 +107,7 @@ fsattn_status ida_forward(const fsattn_exec *exec, const fsattn_dims *dims, cons
   check_forward_activations(val, dims, L, q, k, v, o);
   if (!val.ok()) return val.status();
   if (dims->cu_seqlens != nullptr) {
-    return ida_forward_varlen(exec, dims, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
+    return ida_forward_varlen(exec, dims, L, p, q, k, v, state_k_in, state_v_in, o, state_k_out, state_v_out);
   }
 
   fsattn_status status = FSATTN_OK;
@@ -140,12 +140,11 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
 
 // Each sequence as a dense call; the parameters' gradients summed over the sequences in
 // order (varlen.h).
-fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const fsattn_ida_params *p,
-                                  const float *q, const float *k, const float *v, const float *state_k_in,
-                                  const float *state_v_in, const float *d_o, const float *d_state_k_out,
-                                  const float *d_state_v_out, float *dq, float *dk, float *dv,
-                                  const fsattn_ida_grads *dp, float *d_state_k_in, float *d_state_v_in) {
-  const CallLayout L(dims);
+fsattn_status ida_backward_varlen(const fsattn_exec *exec, const fsattn_dims *dims, const CallLayout &L,
+                                  const fsattn_ida_params *p, const float *q, const float *k, const float *v,
+                                  const float *state_k_in, const float *state_v_in, const float *d_o,
+                                  const float *d_state_k_out, const float *d_state_v_out, float *dq, float *dk,
+                                  float *dv, const fsattn_ida_grads *dp, float *d_state_k_in, float *d_state_v_in) {
   const int64_t H = dims->heads, Dk = dims->dk, Dv = dims->dv, M = p->modes;
   const fsattn_ida_grads none = FSATTN_IDA_GRADS_INIT;
   const fsattn_ida_grads &want = dp != nullptr ? *dp : none;
@@ -197,7 +196,7 @@ fsattn_status ida_backward(const fsattn_exec *exec, const fsattn_dims *dims, con
   check_backward_activations(val, dims, L, q, k, v, d_o, dq, dk, dv);
   if (!val.ok()) return val.status();
   if (dims->cu_seqlens != nullptr) {
-    return ida_backward_varlen(exec, dims, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq,
+    return ida_backward_varlen(exec, dims, L, p, q, k, v, state_k_in, state_v_in, d_o, d_state_k_out, d_state_v_out, dq,
                                dk, dv, dp, d_state_k_in, d_state_v_in);
   }
 

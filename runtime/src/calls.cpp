@@ -92,7 +92,7 @@ Tensor Tensor::scalar_sink(int dims) {
   return t;
 }
 
-void Tensor::overwrite(const float *values) {
+void Tensor::overwrite(const float *values) const {
   if (sink_ || data_ == &zero_value) return;
   float *p = static_cast<float *>(data_);
   const Rows r = rows();

@@ -28,7 +28,7 @@ class Tensor {
 
   // Overwrites every element (a sink is left alone): with `values` (dense, in index
   // order), or NaN when NULL. Memory between strided elements is not touched.
-  void overwrite(const float *values);
+  void overwrite(const float *values) const;
   int64_t elements() const;
   bool is_sink() const { return sink_; }
   bool is_zero() const;  // the shared zero of Tensor::zero

@@ -88,7 +88,7 @@ CallLayout::CallLayout(const fsattn_dims *dims) {
 }
 
 int64_t span(const Strides &s, int64_t B, int64_t T, int64_t H, int64_t D) {
-  return (B - 1) * s.batch + (T - 1) * s.token + (H - 1) * s.head + D;
+  return activation(nullptr, s, D, H, T, B).span();
 }
 
 Tensor activation(const float *p, const Strides &s, int64_t D, int64_t H, int64_t T, int64_t B) {
